@@ -1,0 +1,209 @@
+"""Gymnasium single environments: one instance (batch 1 of the problem core), numpy in and out."""
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from .problems import CVRP, OP, PCTSP, TSP, invalid_penalty, step
+from .problems.op import PRIZE_TYPES
+
+INVALID_ACTION_MODES = ("terminate", "raise")
+
+
+def observation_space(problem, n_total: int) -> spaces.Dict:
+    """The single-env observation space: float32 Boxes from the problem's bounds, node indices as
+    ``Discrete(N)``, and ``action_mask`` as ``MultiBinary(N)`` (int8, 1 = allowed)."""
+    entries: dict[str, spaces.Space] = {}
+    for key, (shape, low, high) in problem.bounds(n_total).items():
+        entries[key] = spaces.Box(low=np.float32(low), high=np.float32(high), shape=shape, dtype=np.float32)
+    for key in problem.node_indices:
+        entries[key] = spaces.Discrete(n_total)
+    entries["action_mask"] = spaces.MultiBinary(n_total)
+    return spaces.Dict(entries)
+
+
+def seeded_generator(np_random: np.random.Generator) -> torch.Generator:
+    """A CPU torch generator seeded from a Gymnasium ``np_random`` stream (one draw)."""
+    return torch.Generator().manual_seed(int(np_random.integers(0, 2**63 - 1)))
+
+
+class RoutingEnv(gym.Env):
+    """Base of the four routing envs: a thin view over a problem's batched core, with batch 1.
+
+    Subclasses set ``problem`` and document themselves in Gymnasium's template.
+    """
+
+    metadata = {"render_modes": ["human", "rgb_array"], "render_fps": 4}
+    problem: Any = None
+
+    def __init__(self, num_nodes: int, *, render_mode: str | None = None, invalid_action: str = "terminate",
+                 **variant: Any):
+        if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)) or num_nodes < 2:
+            raise ValueError(f"num_nodes must be an integer >= 2, got {num_nodes!r}")
+        if invalid_action not in INVALID_ACTION_MODES:
+            raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {invalid_action!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        self.num_nodes = int(num_nodes)
+        self.n_total = self.problem.num_nodes_total(self.num_nodes)
+        self.invalid_action = invalid_action
+        self.render_mode = render_mode
+        self._variant = variant
+        self.observation_space = observation_space(self.problem, self.n_total)
+        self.action_space = spaces.Discrete(self.n_total)
+        self.invalid_penalty = invalid_penalty(self.n_total)
+        self.state = None
+        self._static: dict[str, np.ndarray] = {}
+        self._tour: list[int] = []
+        self._return = 0.0
+        self._viewer = None
+
+    # -- core view -------------------------------------------------------------------------------
+    def _observation(self) -> dict[str, np.ndarray]:
+        obs = {key: value.copy() for key, value in self._static.items()}
+        for key, value in self.problem.observe(self.state).items():
+            if key in self._static:
+                continue
+            if key in self.problem.node_indices:
+                obs[key] = np.int64(value[0])
+            else:
+                obs[key] = value[0].numpy().astype(np.float32, copy=True)
+        obs["action_mask"] = self.state.mask[0].numpy().astype(np.int8)
+        return obs
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Start an episode on a fresh random instance, or on ``options["instance"]``.
+
+        Args:
+            seed: seeds ``self.np_random``, from which the instance generator's seed is drawn.
+            options: ``{"instance": {...}}``, a user instance keyed as the observation (``locs`` and the
+                problem's per-node fields; OP also ``max_length``); validated, ``ValueError`` names a
+                bad field.
+        """
+        super().reset(seed=seed)
+        options = dict(options or {})
+        data = options.pop("instance", None)
+        if options:
+            raise ValueError(f"unknown reset option(s) {sorted(options)}; the only option is 'instance'")
+        if data is None:
+            instance = self.problem.generate(1, self.num_nodes, generator=seeded_generator(self.np_random),
+                                             **self._variant)
+        else:
+            instance = self.problem.instance_from(data)
+            if instance.locs.shape[1] != self.n_total:
+                raise ValueError(f"instance field 'locs' has {instance.locs.shape[1]} nodes; this env has "
+                                 f"{self.n_total} (make one with num_nodes={self._num_nodes_for(instance)})")
+        self.state = self.problem.reset(instance)
+        self._static = {key: value[0].numpy().astype(np.float32, copy=True)
+                        for key, value in instance._asdict().items() if key in self.observation_space.spaces}
+        self._tour = []
+        self._return = 0.0
+        if self.render_mode == "human":
+            self.render()
+        return self._observation(), {}
+
+    def _num_nodes_for(self, instance) -> int:
+        return instance.locs.shape[1] - (1 if self.problem.has_depot else 0)
+
+    def step(self, action):
+        if self.state is None:
+            raise RuntimeError("call reset() before step()")
+        if bool(self.state.done[0]):
+            raise RuntimeError("the episode has ended (terminated); call reset() before stepping again")
+        a = self._as_action(action)
+        mask = self.state.mask[0]
+        if self.invalid_action == "raise" and not bool(mask[a]):
+            allowed = torch.nonzero(mask).flatten().tolist()
+            raise ValueError(f"action {a} is masked in this state; allowed actions: {allowed}")
+        self.state, reward, invalid = step(self.problem, self.state, torch.tensor([a]))
+        r = float(reward[0])
+        self._return += r
+        terminated = bool(self.state.done[0])
+        info: dict[str, Any] = {}
+        if bool(invalid[0]):
+            info["invalid_action"] = True
+        else:
+            self._tour.append(a)
+        if terminated:
+            info.setdefault("invalid_action", False)
+            info["cost"] = -self._return
+            info["tour"] = np.array(self._tour, dtype=np.int64)
+        if self.render_mode == "human":
+            self.render()
+        return self._observation(), r, terminated, False, info
+
+    def _as_action(self, action) -> int:
+        arr = np.asarray(action)
+        if arr.size != 1 or not np.issubdtype(arr.dtype, np.integer) and not (
+                np.issubdtype(arr.dtype, np.floating) and float(arr.reshape(-1)[0]).is_integer()):
+            raise ValueError(f"action must be one node index (an integer), got {action!r}")
+        a = int(arr.reshape(-1)[0])
+        if not 0 <= a < self.n_total:
+            raise ValueError(f"action {a} is outside Discrete({self.n_total}) (node indices 0..{self.n_total - 1})")
+        return a
+
+    def action_masks(self) -> np.ndarray:
+        """The current action mask as bools (N,), True = allowed: sb3-contrib's ``MaskablePPO`` calls it."""
+        if self.state is None:
+            raise RuntimeError("call reset() before action_masks()")
+        return self.state.mask[0].numpy().copy()
+
+    # -- rendering ---------------------------------------------------------------------------------
+    def render(self):
+        if self.render_mode is None:
+            gym.logger.warn("render() called without a render_mode; make the env with render_mode='rgb_array' "
+                            "or 'human'")
+            return None
+        from .render import Viewer
+
+        if self._viewer is None:
+            self._viewer = Viewer(self.problem.name, render_mode=self.render_mode, fps=self.metadata["render_fps"])
+        return self._viewer.draw(self.problem, self.state, self._tour, -self._return)
+
+    def close(self):
+        if self._viewer is not None:
+            self._viewer.close()
+            self._viewer = None
+
+
+class TSPEnv(RoutingEnv):
+    """TSP."""
+
+    problem = TSP
+
+    def __init__(self, num_nodes: int = 20, *, render_mode: str | None = None, invalid_action: str = "terminate"):
+        super().__init__(num_nodes, render_mode=render_mode, invalid_action=invalid_action)
+
+
+class CVRPEnv(RoutingEnv):
+    """CVRP."""
+
+    problem = CVRP
+
+    def __init__(self, num_nodes: int = 20, *, render_mode: str | None = None, invalid_action: str = "terminate"):
+        super().__init__(num_nodes, render_mode=render_mode, invalid_action=invalid_action)
+
+
+class OPEnv(RoutingEnv):
+    """OP."""
+
+    problem = OP
+
+    def __init__(self, num_nodes: int = 20, *, prize_type: str = "dist", render_mode: str | None = None,
+                 invalid_action: str = "terminate"):
+        if prize_type not in PRIZE_TYPES:
+            raise ValueError(f"prize_type must be one of {PRIZE_TYPES}, got {prize_type!r}")
+        super().__init__(num_nodes, render_mode=render_mode, invalid_action=invalid_action, prize_type=prize_type)
+
+
+class PCTSPEnv(RoutingEnv):
+    """PCTSP."""
+
+    problem = PCTSP
+
+    def __init__(self, num_nodes: int = 20, *, render_mode: str | None = None, invalid_action: str = "terminate"):
+        super().__init__(num_nodes, render_mode=render_mode, invalid_action=invalid_action)

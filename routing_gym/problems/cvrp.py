@@ -1,0 +1,143 @@
+"""Capacitated vehicle routing: serve every customer's demand in routes from the depot (node 0).
+
+Generator as Kool, van Hoof & Welling, ICLR 2019 (code: wouterkool/attention-learn-to-route,
+``problems/vrp/problem_vrp.py``, after Nazari et al. 2018): depot and n customers uniform in [0, 1]^2,
+integer demands uniform in {1, ..., 9} divided by the vehicle capacity 20/30/40/50 for
+n = 10/20/50/100 (:data:`CAPACITY`; other n interpolate linearly, constant beyond 10 and 100).
+
+Rules (Kool's ``StateCVRP``): a customer is allowed when unvisited and its demand fits the remaining
+capacity; the depot is not allowed twice in a row while a customer is still allowed (so also not as
+the first action). Visiting the depot refills the vehicle. The episode ends when the last customer is
+served; the return to the depot is added to that step's cost.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor
+
+from .base import as_float_tensor, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
+    interpolate_table, nodes_like, resolve_device
+
+CAPACITY = {10: 20.0, 20: 30.0, 50: 40.0, 100: 50.0}
+CAPACITY_TOLERANCE = 1e-5  # float32 slack when comparing loads with the capacity 1
+
+
+def capacity(num_customers: int) -> float:
+    """Vehicle capacity in demand units for n customers (Kool's table, interpolated)."""
+    return interpolate_table(CAPACITY, num_customers)
+
+
+class CVRPInstance(NamedTuple):
+    locs: Tensor  # (B, N, 2) float32, node 0 = depot
+    demand: Tensor  # (B, N) float32 demand / capacity, depot 0
+
+
+class CVRPState(NamedTuple):
+    instance: CVRPInstance
+    current: Tensor  # (B,) int64 current node (0 = depot)
+    current_loc: Tensor  # (B, 2) float32
+    used: Tensor  # (B,) float32 load on the current route, fraction of capacity
+    visited: Tensor  # (B, N) bool, customers served (the depot column is unused)
+    step: Tensor  # (B,) int64 actions taken
+    length: Tensor  # (B,) float32 length of all routes so far
+    done: Tensor  # (B,) bool
+    mask: Tensor  # (B, N) bool, True = allowed
+
+
+class CVRP:
+    name = "cvrp"
+    has_depot = True
+    node_features: tuple[str, ...] = ("demand",)
+    node_indices: tuple[str, ...] = ("current_node",)  # observation keys holding a node index
+    Instance = CVRPInstance
+
+    @staticmethod
+    def generate(batch_size: int, num_nodes: int, *, generator: torch.Generator | None = None,
+                 device: Any = None) -> CVRPInstance:
+        """B instances of ``num_nodes`` customers plus a depot (node 0)."""
+        n = check_num_nodes(num_nodes, minimum=1)
+        dev = resolve_device(generator, device)
+        locs = torch.rand(batch_size, n + 1, 2, generator=generator, device=dev)
+        units = torch.randint(1, 10, (batch_size, n), generator=generator, device=dev).float()
+        demand = torch.cat([torch.zeros(batch_size, 1, device=dev), units / capacity(n)], dim=1)
+        return CVRPInstance(locs=locs, demand=demand)
+
+    @staticmethod
+    def instance_from(data, *, batched: bool = False, device: Any = None) -> CVRPInstance:
+        """Validated instance(s) from arrays: ``locs`` (N, 2), ``demand`` (N,) as a fraction of the
+        capacity in (0, 1] for customers and 0 at the depot (leading B axis when ``batched``)."""
+        data = instance_fields(data, ("locs", "demand"))
+        b, n = batch_size_of(data, batched)
+        if n < 2:
+            raise ValueError(f"instance field 'locs' must hold the depot and at least one customer, got {n} nodes")
+        lead = (b,) if batched else ()
+        locs = as_float_tensor(data["locs"], "locs", lead + (n, 2), device).reshape(b, n, 2)
+        demand = as_float_tensor(data["demand"], "demand", lead + (n,), device).reshape(b, n)
+        check_range(locs, "locs", 0.0, 1.0)
+        if (demand[:, 0] != 0).any():
+            raise ValueError("instance field 'demand' must be 0 at the depot (node 0)")
+        if (demand[:, 1:] > 1.0 + CAPACITY_TOLERANCE).any():
+            raise ValueError("instance field 'demand' exceeds the capacity (1.0) at a customer: infeasible")
+        if (demand[:, 1:] <= 0).any():
+            raise ValueError("instance field 'demand' must be > 0 for every customer")
+        return CVRPInstance(locs=locs, demand=demand)
+
+    @staticmethod
+    def num_nodes_total(num_nodes: int) -> int:
+        return num_nodes + 1
+
+    @staticmethod
+    def reset(instance: CVRPInstance) -> CVRPState:
+        locs = instance.locs
+        b, n, _ = locs.shape
+        dev = locs.device
+        zeros = torch.zeros(b, dtype=torch.long, device=dev)
+        visited = torch.zeros(b, n, dtype=torch.bool, device=dev)
+        state = CVRPState(instance=instance, current=zeros, current_loc=locs[:, 0], used=torch.zeros(b, device=dev),
+                          visited=visited, step=zeros, length=torch.zeros(b, device=dev),
+                          done=torch.zeros(b, dtype=torch.bool, device=dev), mask=visited)
+        return state._replace(mask=CVRP._mask(instance, visited, zeros, state.used))
+
+    @staticmethod
+    def _mask(instance: CVRPInstance, visited: Tensor, current: Tensor, used: Tensor) -> Tensor:
+        customer = ~visited[:, 1:] & (instance.demand[:, 1:] + used[:, None] <= 1.0 + CAPACITY_TOLERANCE)
+        depot = (current != 0) | ~customer.any(dim=1)
+        return torch.cat([depot[:, None], customer], dim=1)
+
+    @staticmethod
+    def transition(state: CVRPState, action: Tensor, active: Tensor) -> tuple[CVRPState, Tensor]:
+        """Inactive sub-envs arrive with ``action == current`` (see ``base.step``)."""
+        inst = state.instance
+        loc = gather_nodes(inst.locs, action)
+        visited = state.visited | (nodes_like(state.mask) == action[:, None])
+        finished = active & visited[:, 1:].all(dim=1)
+        refill = (action == 0) | finished
+        used = torch.where(refill, 0.0, state.used + gather_nodes(inst.demand, action) * active)
+        depot_loc = inst.locs[:, 0]
+        cost = torch.linalg.vector_norm(loc - state.current_loc, dim=-1) \
+            + torch.linalg.vector_norm(depot_loc - loc, dim=-1) * finished
+        current = torch.where(finished, 0, action)
+        current_loc = torch.where(finished[:, None], depot_loc, loc)
+        new = CVRPState(instance=inst, current=current, current_loc=current_loc, used=used, visited=visited,
+                        step=state.step + active, length=state.length + cost, done=state.done | finished,
+                        mask=CVRP._mask(inst, visited, current, used))
+        return new, cost
+
+    @staticmethod
+    def noop(state: CVRPState) -> Tensor:
+        """The action a finished sub-env takes: the depot."""
+        return torch.zeros_like(state.current)
+
+    @staticmethod
+    def bounds(n_total: int) -> dict:
+        """Observation entries as ``key -> (shape, low, high)`` (float32 Boxes in the env)."""
+        return {"step": ((1,), 0.0, float(2 * (n_total - 1))), "locs": ((n_total, 2), 0.0, 1.0), "demand": ((n_total,), 0.0, 1.0),
+                "remaining_capacity": ((1,), 0.0, 1.0)}
+
+    @staticmethod
+    def observe(state: CVRPState) -> dict[str, Tensor]:
+        return {"locs": state.instance.locs, "demand": state.instance.demand,
+                "remaining_capacity": (1.0 - state.used).clamp(0.0, 1.0)[:, None],
+                "current_node": state.current, "step": state.step[:, None].float()}

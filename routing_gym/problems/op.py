@@ -1,0 +1,169 @@
+"""Orienteering problem: collect the most prize on a tour from the depot (node 0) whose length is
+bounded by ``max_length``.
+
+Generator as Kool, van Hoof & Welling, ICLR 2019 (code: wouterkool/attention-learn-to-route,
+``problems/op/problem_op.py``, after Fischetti et al. 1998): depot and n nodes uniform in [0, 1]^2;
+max length 2/3/4 for n = 20/50/100 (:data:`MAX_LENGTH`, interpolated for other n, constant beyond);
+prizes by ``prize_type``:
+
+- ``"const"``: 1 for every node;
+- ``"unif"``: ``(1 + U{0, ..., 99}) / 100``, i.e. uniform on {0.01, ..., 1.00} (the published code;
+  the paper's text says U{1..100}/100 too);
+- ``"dist"`` (default): ``(1 + floor(99 * d(0, i) / max_j d(0, j))) / 100``, larger far from the depot.
+
+Rules (Kool's ``StateOP``): a node is allowed when unvisited and the depot can still be reached
+through it within the max length, with a 1e-6 margin (``length + d(cur, i) + d(i, 0) <= max_length -
+1e-6``); the depot is always allowed and choosing it ends the episode. Cost = minus the prize collected;
+each step's reward is the prize of the node it visits.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor
+
+from .base import as_float_tensor, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
+    interpolate_table, nodes_like, resolve_device
+
+MAX_LENGTH = {20: 2.0, 50: 3.0, 100: 4.0}
+PRIZE_TYPES = ("const", "unif", "dist")
+LENGTH_MARGIN = 1e-6  # Kool's margin on the max length
+
+
+def max_length(num_nodes: int) -> float:
+    """The max tour length for n nodes besides the depot (Kool's table, interpolated)."""
+    return interpolate_table(MAX_LENGTH, num_nodes)
+
+
+def max_length_bound(n_total: int) -> float:
+    """No tour through N nodes of the unit square is longer than ``sqrt(2) * N``: the largest useful
+    ``max_length``, and the observation bound of ``remaining_length``."""
+    return math.sqrt(2.0) * n_total
+
+
+class OPInstance(NamedTuple):
+    locs: Tensor  # (B, N, 2) float32, node 0 = depot
+    prize: Tensor  # (B, N) float32 in [0, 1], depot 0
+    max_length: Tensor  # (B,) float32
+
+
+class OPState(NamedTuple):
+    instance: OPInstance
+    budget: Tensor  # (B, N) float32 longest length at which node i can be reached: max_length - d(i, 0) - 1e-6
+    current: Tensor  # (B,) int64 (0 = depot)
+    current_loc: Tensor  # (B, 2) float32
+    visited: Tensor  # (B, N) bool
+    step: Tensor  # (B,) int64
+    length: Tensor  # (B,) float32 tour length so far (without the return)
+    collected: Tensor  # (B,) float32 prize so far
+    done: Tensor  # (B,) bool
+    mask: Tensor  # (B, N) bool, True = allowed
+
+
+class OP:
+    name = "op"
+    has_depot = True
+    node_features: tuple[str, ...] = ("prize",)
+    node_indices: tuple[str, ...] = ("current_node",)  # observation keys holding a node index
+    Instance = OPInstance
+
+    @staticmethod
+    def generate(batch_size: int, num_nodes: int, *, generator: torch.Generator | None = None,
+                 device: Any = None, prize_type: str = "dist") -> OPInstance:
+        """B instances of ``num_nodes`` nodes plus a depot (node 0)."""
+        n = check_num_nodes(num_nodes, minimum=1)
+        if prize_type not in PRIZE_TYPES:
+            raise ValueError(f"prize_type must be one of {PRIZE_TYPES}, got {prize_type!r}")
+        dev = resolve_device(generator, device)
+        locs = torch.rand(batch_size, n + 1, 2, generator=generator, device=dev)
+        if prize_type == "const":
+            prize = torch.ones(batch_size, n, device=dev)
+        elif prize_type == "unif":
+            prize = (1 + torch.randint(0, 100, (batch_size, n), generator=generator, device=dev)) / 100.0
+        else:
+            d = torch.linalg.vector_norm(locs[:, 1:] - locs[:, :1], dim=-1)
+            prize = (1 + (d / d.max(dim=1, keepdim=True).values * 99).int()) / 100.0
+        prize = torch.cat([torch.zeros(batch_size, 1, device=dev), prize.float()], dim=1)
+        length = torch.full((batch_size,), max_length(n), device=dev)
+        return OPInstance(locs=locs, prize=prize, max_length=length)
+
+    @staticmethod
+    def instance_from(data, *, batched: bool = False, device: Any = None) -> OPInstance:
+        """Validated instance(s): ``locs`` (N, 2), ``prize`` (N,) in [0, 1] with 0 at the depot,
+        ``max_length`` scalar in (0, sqrt(2) N] (leading B axis on each when ``batched``)."""
+        data = instance_fields(data, ("locs", "prize", "max_length"))
+        b, n = batch_size_of(data, batched)
+        if n < 2:
+            raise ValueError(f"instance field 'locs' must hold the depot and at least one node, got {n} nodes")
+        lead = (b,) if batched else ()
+        locs = as_float_tensor(data["locs"], "locs", lead + (n, 2), device).reshape(b, n, 2)
+        prize = as_float_tensor(data["prize"], "prize", lead + (n,), device).reshape(b, n)
+        length = as_float_tensor(data["max_length"], "max_length", lead, device).reshape(b)
+        check_range(locs, "locs", 0.0, 1.0)
+        check_range(prize, "prize", 0.0, 1.0)
+        if (prize[:, 0] != 0).any():
+            raise ValueError("instance field 'prize' must be 0 at the depot (node 0)")
+        if (length <= 0).any() or (length > max_length_bound(n)).any():
+            raise ValueError(f"instance field 'max_length' must lie in (0, {max_length_bound(n):.4g}], "
+                             f"got {length.tolist()[:4]}")
+        return OPInstance(locs=locs, prize=prize, max_length=length)
+
+    @staticmethod
+    def num_nodes_total(num_nodes: int) -> int:
+        return num_nodes + 1
+
+    @staticmethod
+    def reset(instance: OPInstance) -> OPState:
+        locs = instance.locs
+        b, n, _ = locs.shape
+        dev = locs.device
+        zeros = torch.zeros(b, dtype=torch.long, device=dev)
+        to_depot = torch.linalg.vector_norm(locs - locs[:, :1], dim=-1)
+        budget = instance.max_length[:, None] - to_depot - LENGTH_MARGIN
+        visited = torch.zeros(b, n, dtype=torch.bool, device=dev)
+        length = torch.zeros(b, device=dev)
+        return OPState(instance=instance, budget=budget, current=zeros, current_loc=locs[:, 0], visited=visited,
+                       step=zeros, length=length, collected=torch.zeros(b, device=dev),
+                       done=torch.zeros(b, dtype=torch.bool, device=dev),
+                       mask=OP._mask(locs, budget, visited, locs[:, 0], length))
+
+    @staticmethod
+    def _mask(locs: Tensor, budget: Tensor, visited: Tensor, current_loc: Tensor, length: Tensor) -> Tensor:
+        arrive = length[:, None] + torch.linalg.vector_norm(locs - current_loc[:, None], dim=-1)
+        mask = ~visited & (arrive <= budget)
+        mask[:, 0] = True
+        return mask
+
+    @staticmethod
+    def transition(state: OPState, action: Tensor, active: Tensor) -> tuple[OPState, Tensor]:
+        """Inactive sub-envs arrive with ``action == current`` (see ``base.step``)."""
+        inst = state.instance
+        loc = gather_nodes(inst.locs, action)
+        length = state.length + torch.linalg.vector_norm(loc - state.current_loc, dim=-1)
+        gain = gather_nodes(inst.prize, action) * active
+        visited = state.visited | (nodes_like(state.mask) == action[:, None])
+        finished = active & (action == 0)
+        new = OPState(instance=inst, budget=state.budget, current=action, current_loc=loc, visited=visited,
+                      step=state.step + active, length=length, collected=state.collected + gain,
+                      done=state.done | finished,
+                      mask=OP._mask(inst.locs, state.budget, visited, loc, length))
+        return new, -gain
+
+    @staticmethod
+    def noop(state: OPState) -> Tensor:
+        """The action a finished sub-env takes: the depot."""
+        return torch.zeros_like(state.current)
+
+    @staticmethod
+    def bounds(n_total: int) -> dict:
+        """Observation entries as ``key -> (shape, low, high)`` (float32 Boxes in the env)."""
+        return {"step": ((1,), 0.0, float(n_total)), "locs": ((n_total, 2), 0.0, 1.0), "prize": ((n_total,), 0.0, 1.0),
+                "remaining_length": ((1,), 0.0, max_length_bound(n_total))}
+
+    @staticmethod
+    def observe(state: OPState) -> dict[str, Tensor]:
+        remaining = (state.instance.max_length - state.length).clamp(min=0.0)
+        return {"locs": state.instance.locs, "prize": state.instance.prize, "remaining_length": remaining[:, None],
+                "current_node": state.current, "step": state.step[:, None].float()}

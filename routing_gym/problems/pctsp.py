@@ -1,0 +1,144 @@
+"""Prize-collecting TSP (deterministic): collect a total prize of at least 1 on a tour from the depot
+(node 0), minimising tour length plus the penalties of the nodes left out.
+
+Generator as Kool, van Hoof & Welling, ICLR 2019 (code: wouterkool/attention-learn-to-route,
+``problems/pctsp/problem_pctsp.py``, after Balas 1989): depot and n nodes uniform in [0, 1]^2;
+penalties uniform in [0, 3K/n] with K = 2/3/4 for n = 20/50/100 (:data:`PENALTY_SCALE`, interpolated
+for other n, constant beyond); prizes uniform in [0, 4/n] (the deterministic prizes; the stochastic
+variant is not modelled here).
+
+Rules (Kool's ``StatePCTSP``): any unvisited node is allowed; the depot is allowed once the prize
+collected is at least 1, or every node has been visited; choosing it ends the episode. Each step's
+reward is minus its edge; the final (depot) step also charges the penalties of the unvisited nodes.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor
+
+from .base import as_float_tensor, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
+    interpolate_table, nodes_like, resolve_device
+
+PENALTY_SCALE = {20: 2.0, 50: 3.0, 100: 4.0}  # K in Kool's U(0, 3K/n) penalties
+PRIZE_TO_COLLECT = 1.0
+
+
+def penalty_bound(n_total: int) -> float:
+    """Observation bound of ``penalty``: ``sqrt(2) * N``, no tour is longer, so a larger penalty would
+    change no decision."""
+    return math.sqrt(2.0) * n_total
+
+
+class PCTSPInstance(NamedTuple):
+    locs: Tensor  # (B, N, 2) float32, node 0 = depot
+    prize: Tensor  # (B, N) float32 in [0, 1], depot 0
+    penalty: Tensor  # (B, N) float32 >= 0, depot 0
+
+
+class PCTSPState(NamedTuple):
+    instance: PCTSPInstance
+    current: Tensor  # (B,) int64 (0 = depot)
+    current_loc: Tensor  # (B, 2) float32
+    visited: Tensor  # (B, N) bool (the depot column is unused)
+    step: Tensor  # (B,) int64
+    length: Tensor  # (B,) float32 tour length so far
+    collected: Tensor  # (B,) float32 prize so far
+    done: Tensor  # (B,) bool
+    mask: Tensor  # (B, N) bool, True = allowed
+
+
+class PCTSP:
+    name = "pctsp"
+    has_depot = True
+    node_features: tuple[str, ...] = ("prize", "penalty")
+    node_indices: tuple[str, ...] = ("current_node",)  # observation keys holding a node index
+    Instance = PCTSPInstance
+
+    @staticmethod
+    def generate(batch_size: int, num_nodes: int, *, generator: torch.Generator | None = None,
+                 device: Any = None) -> PCTSPInstance:
+        """B instances of ``num_nodes`` nodes plus a depot (node 0)."""
+        n = check_num_nodes(num_nodes, minimum=1)
+        dev = resolve_device(generator, device)
+        locs = torch.rand(batch_size, n + 1, 2, generator=generator, device=dev)
+        penalty = torch.rand(batch_size, n, generator=generator, device=dev) * (3 * interpolate_table(PENALTY_SCALE, n) / n)
+        prize = torch.rand(batch_size, n, generator=generator, device=dev) * (4.0 / n)
+        zero = torch.zeros(batch_size, 1, device=dev)
+        return PCTSPInstance(locs=locs, prize=torch.cat([zero, prize], 1), penalty=torch.cat([zero, penalty], 1))
+
+    @staticmethod
+    def instance_from(data, *, batched: bool = False, device: Any = None) -> PCTSPInstance:
+        """Validated instance(s): ``locs`` (N, 2), ``prize`` (N,) in [0, 1] and ``penalty`` (N,) in
+        [0, sqrt(2) N], both 0 at the depot (leading B axis when ``batched``)."""
+        data = instance_fields(data, ("locs", "prize", "penalty"))
+        b, n = batch_size_of(data, batched)
+        if n < 2:
+            raise ValueError(f"instance field 'locs' must hold the depot and at least one node, got {n} nodes")
+        lead = (b,) if batched else ()
+        locs = as_float_tensor(data["locs"], "locs", lead + (n, 2), device).reshape(b, n, 2)
+        prize = as_float_tensor(data["prize"], "prize", lead + (n,), device).reshape(b, n)
+        penalty = as_float_tensor(data["penalty"], "penalty", lead + (n,), device).reshape(b, n)
+        check_range(locs, "locs", 0.0, 1.0)
+        check_range(prize, "prize", 0.0, 1.0)
+        check_range(penalty, "penalty", 0.0, penalty_bound(n))
+        for name, field in (("prize", prize), ("penalty", penalty)):
+            if (field[:, 0] != 0).any():
+                raise ValueError(f"instance field '{name}' must be 0 at the depot (node 0)")
+        return PCTSPInstance(locs=locs, prize=prize, penalty=penalty)
+
+    @staticmethod
+    def num_nodes_total(num_nodes: int) -> int:
+        return num_nodes + 1
+
+    @staticmethod
+    def reset(instance: PCTSPInstance) -> PCTSPState:
+        locs = instance.locs
+        b, n, _ = locs.shape
+        dev = locs.device
+        zeros = torch.zeros(b, dtype=torch.long, device=dev)
+        visited = torch.zeros(b, n, dtype=torch.bool, device=dev)
+        collected = torch.zeros(b, device=dev)
+        return PCTSPState(instance=instance, current=zeros, current_loc=locs[:, 0], visited=visited, step=zeros,
+                          length=torch.zeros(b, device=dev), collected=collected,
+                          done=torch.zeros(b, dtype=torch.bool, device=dev), mask=PCTSP._mask(visited, collected))
+
+    @staticmethod
+    def _mask(visited: Tensor, collected: Tensor) -> Tensor:
+        customer = ~visited[:, 1:]
+        depot = (collected >= PRIZE_TO_COLLECT) | ~customer.any(dim=1)
+        return torch.cat([depot[:, None], customer], dim=1)
+
+    @staticmethod
+    def transition(state: PCTSPState, action: Tensor, active: Tensor) -> tuple[PCTSPState, Tensor]:
+        """Inactive sub-envs arrive with ``action == current`` (see ``base.step``)."""
+        inst = state.instance
+        loc = gather_nodes(inst.locs, action)
+        edge = torch.linalg.vector_norm(loc - state.current_loc, dim=-1)
+        collected = state.collected + gather_nodes(inst.prize, action) * active
+        visited = state.visited | (nodes_like(state.mask) == action[:, None])
+        finished = active & (action == 0)
+        left_out = (inst.penalty * ~visited).sum(dim=1) * finished
+        new = PCTSPState(instance=inst, current=action, current_loc=loc, visited=visited, step=state.step + active,
+                         length=state.length + edge, collected=collected, done=state.done | finished,
+                         mask=PCTSP._mask(visited, collected))
+        return new, edge + left_out
+
+    @staticmethod
+    def noop(state: PCTSPState) -> Tensor:
+        """The action a finished sub-env takes: the depot."""
+        return torch.zeros_like(state.current)
+
+    @staticmethod
+    def bounds(n_total: int) -> dict:
+        """Observation entries as ``key -> (shape, low, high)`` (float32 Boxes in the env)."""
+        return {"step": ((1,), 0.0, float(n_total)), "locs": ((n_total, 2), 0.0, 1.0), "prize": ((n_total,), 0.0, 1.0),
+                "penalty": ((n_total,), 0.0, penalty_bound(n_total)), "prize_to_collect": ((1,), 0.0, 1.0)}
+
+    @staticmethod
+    def observe(state: PCTSPState) -> dict[str, Tensor]:
+        remaining = (PRIZE_TO_COLLECT - state.collected).clamp(min=0.0)
+        return {"locs": state.instance.locs, "prize": state.instance.prize, "penalty": state.instance.penalty,
+                "prize_to_collect": remaining[:, None], "current_node": state.current, "step": state.step[:, None].float()}

@@ -1,0 +1,108 @@
+"""Travelling salesman problem: visit every node once and return to the start.
+
+Generator as Kool, van Hoof & Welling, "Attention, Learn to Solve Routing Problems!", ICLR 2019
+(code: wouterkool/attention-learn-to-route, ``problems/tsp/problem_tsp.py``): N coordinates uniform in
+[0, 1]^2. The first action chooses the start node; the closing edge back to it is added to the last
+step's cost.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor
+
+from .base import as_float_tensor, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
+    nodes_like, resolve_device
+
+
+class TSPInstance(NamedTuple):
+    locs: Tensor  # (B, N, 2) float32 coordinates in [0, 1]^2
+
+
+class TSPState(NamedTuple):
+    instance: TSPInstance
+    first: Tensor  # (B,) int64 start node (0 before the first action)
+    current: Tensor  # (B,) int64 last visited node (0 before the first action)
+    first_loc: Tensor  # (B, 2) float32 coordinates of the start node
+    current_loc: Tensor  # (B, 2) float32 coordinates of the current node
+    visited: Tensor  # (B, N) bool
+    step: Tensor  # (B,) int64 actions taken
+    length: Tensor  # (B,) float32 tour length so far
+    done: Tensor  # (B,) bool
+    mask: Tensor  # (B, N) bool, True = allowed
+
+
+class TSP:
+    name = "tsp"
+    has_depot = False
+    node_features: tuple[str, ...] = ()
+    node_indices: tuple[str, ...] = ("first_node", "current_node")  # observation keys holding a node index
+    Instance = TSPInstance
+
+    @staticmethod
+    def generate(batch_size: int, num_nodes: int, *, generator: torch.Generator | None = None,
+                 device: Any = None) -> TSPInstance:
+        """B instances of N nodes, coordinates uniform in [0, 1]^2 (drawn on the generator's device)."""
+        n = check_num_nodes(num_nodes)
+        dev = resolve_device(generator, device)
+        return TSPInstance(locs=torch.rand(batch_size, n, 2, generator=generator, device=dev))
+
+    @staticmethod
+    def instance_from(data, *, batched: bool = False, device: Any = None) -> TSPInstance:
+        """Validated instance(s) from arrays keyed as the observation: ``locs`` (N, 2) or (B, N, 2)."""
+        data = instance_fields(data, ("locs",))
+        b, n = batch_size_of(data, batched)
+        if n < 2:
+            raise ValueError(f"instance field 'locs' must hold at least 2 nodes, got {n}")
+        locs = as_float_tensor(data["locs"], "locs", (b, n, 2) if batched else (n, 2), device)
+        check_range(locs, "locs", 0.0, 1.0)
+        return TSPInstance(locs=locs if batched else locs[None])
+
+    @staticmethod
+    def num_nodes_total(num_nodes: int) -> int:
+        return num_nodes
+
+    @staticmethod
+    def reset(instance: TSPInstance) -> TSPState:
+        locs = instance.locs
+        b, n, _ = locs.shape
+        zeros = torch.zeros(b, dtype=torch.long, device=locs.device)
+        return TSPState(
+            instance=instance, first=zeros, current=zeros, first_loc=locs[:, 0], current_loc=locs[:, 0],
+            visited=torch.zeros(b, n, dtype=torch.bool, device=locs.device), step=zeros,
+            length=torch.zeros(b, device=locs.device), done=torch.zeros(b, dtype=torch.bool, device=locs.device),
+            mask=torch.ones(b, n, dtype=torch.bool, device=locs.device))
+
+    @staticmethod
+    def transition(state: TSPState, action: Tensor, active: Tensor) -> tuple[TSPState, Tensor]:
+        """Inactive sub-envs arrive with ``action == current`` (see ``base.step``)."""
+        n = state.mask.shape[-1]
+        loc = gather_nodes(state.instance.locs, action)
+        started = state.step > 0
+        first = torch.where(started, state.first, action)
+        first_loc = torch.where(started[:, None], state.first_loc, loc)
+        step = state.step + active
+        finished = active & (step == n)
+        cost = torch.linalg.vector_norm(loc - state.current_loc, dim=-1) * started \
+            + torch.linalg.vector_norm(loc - first_loc, dim=-1) * finished
+        visited = state.visited | (nodes_like(state.mask) == action[:, None])
+        new = TSPState(instance=state.instance, first=first, current=action, first_loc=first_loc, current_loc=loc,
+                       visited=visited, step=step, length=state.length + cost, done=state.done | finished,
+                       mask=~visited)
+        return new, cost
+
+    @staticmethod
+    def noop(state: TSPState) -> Tensor:
+        """The action a finished sub-env takes: staying at its current node."""
+        return state.current
+
+    @staticmethod
+    def bounds(n_total: int) -> dict:
+        """Observation entries as ``key -> (shape, low, high)`` (float32 Boxes in the env)."""
+        return {"step": ((1,), 0.0, float(n_total)), "locs": ((n_total, 2), 0.0, 1.0)}
+
+    @staticmethod
+    def observe(state: TSPState) -> dict[str, Tensor]:
+        return {"locs": state.instance.locs, "first_node": state.first, "current_node": state.current,
+                "step": state.step[:, None].float()}
