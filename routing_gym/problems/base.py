@@ -104,12 +104,17 @@ def step(problem, state, action: Tensor):
     invalid = pending & ~allowed
     action = torch.where(active, action, state.current)  # inactive sub-envs stay where they are
     state, cost = problem.transition(state, action, active)
-    done = state.done | invalid
-    noop = nodes_like(state.mask) == problem.noop(state)[:, None]
-    mask = torch.where(done[:, None], noop, state.mask)
     penalty = invalid_penalty(state.mask.shape[-1])
     reward = torch.where(invalid, torch.full_like(cost, -penalty), -cost)
-    return state._replace(done=done, mask=mask), reward, invalid
+    return finish(problem, state, invalid), reward, invalid
+
+
+def finish(problem, state, stop: Tensor):
+    """The state with sub-envs ``stop`` (B,) bool marked done, and every done sub-env's mask reduced
+    to its no-op node."""
+    done = state.done | stop
+    noop = nodes_like(state.mask) == problem.noop(state)[:, None]
+    return state._replace(done=done, mask=torch.where(done[:, None], noop, state.mask))
 
 
 @torch.no_grad()

@@ -1,0 +1,377 @@
+"""Native vectorised environments: B instances stepped together by the problem core on any torch device.
+
+``gym.make_vec("routing/TSP-50", num_envs=B, vectorization_mode="vector_entry_point", device="cuda")``
+returns one of these. Sub-env i behaves exactly as a single env (same seeds, same actions, same
+observations, rewards and terminations), but all B step in one batched call of the same code.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.utils import seeding
+from gymnasium.vector.utils import batch_space
+from torch import Tensor
+
+from .env import INVALID_ACTION_MODES, observation_space, seeded_generator
+from .problems import CVRP, OP, PCTSP, TSP, invalid_penalty, step
+from .problems.base import finish
+from .problems.op import PRIZE_TYPES
+
+ARRAY_TYPES = ("numpy", "torch")
+
+
+def resolve_device(device: Any) -> torch.device:
+    """``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a ``torch.device``; CUDA that is not there is an error."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"device {device!r} is not a torch device: {e}") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} asked for, but CUDA is not available on this machine")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r} asked for, but only {torch.cuda.device_count()} CUDA device(s) exist")
+    return dev
+
+
+def replace_rows(old, index: Tensor, new):
+    """A copy of the (nested NamedTuple) state ``old`` whose rows ``index`` (k,) are ``new``'s k rows."""
+    fields = []
+    for o, n in zip(old, new):
+        if isinstance(o, tuple):
+            fields.append(replace_rows(o, index, n))
+        else:
+            fields.append(o.index_put((index,), n))
+    return type(old)(*fields)
+
+
+class RoutingVectorEnv(VectorEnv):
+    """B sub-envs of one routing problem over the batched core (base of the four vector envs).
+
+    Args:
+        num_envs: B, the number of sub-envs.
+        num_nodes: customers (TSP: nodes) per instance.
+        device: torch device for the state (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``torch.device``).
+        autoreset_mode: :class:`gymnasium.vector.AutoresetMode` (or its value): ``NEXT_STEP`` (default;
+            a finished sub-env is reset by the next ``step``, whose action for it is ignored),
+            ``SAME_STEP`` (reset within the step; ``info["final_obs"]``/``info["final_info"]`` hold the
+            last observation and info), ``DISABLED`` (finished sub-envs stay finished: their mask allows
+            only the no-op node, they report done and reward 0, until ``reset(options={"reset_mask": m})``).
+        array_type: ``"numpy"`` (Gymnasium's contract, spaces from ``batch_space``) or ``"torch"``
+            (tensors on ``device``, no host round trip; ``action_mask`` is then a bool tensor and
+            actions may be tensors).
+        invalid_action: ``"terminate"`` (a masked action ends that sub-env's episode with
+            ``-invalid_penalty`` and ``info["invalid_action"]``) or ``"raise"`` (checks every action; a
+            host synchronisation).
+        max_episode_steps: optional truncation after this many steps of an episode.
+        render_mode: ``"rgb_array"`` to draw sub-env 0.
+
+    Seeding: ``reset(seed=s)`` gives sub-env i the instance that a single env gets from
+    ``reset(seed=s + i)`` (generated on the CPU, then moved); later automatic resets draw from one batched
+    generator on ``device`` seeded from ``s``, so they differ from a single env's.
+    """
+
+    problem: Any = None
+
+    def __init__(self, num_envs: int, num_nodes: int, *, device: Any = "cpu",
+                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, array_type: str = "numpy",
+                 invalid_action: str = "terminate", max_episode_steps: int | None = None,
+                 render_mode: str | None = None, **variant: Any):
+        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+            raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
+        if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)) or num_nodes < 2:
+            raise ValueError(f"num_nodes must be an integer >= 2, got {num_nodes!r}")
+        if array_type not in ARRAY_TYPES:
+            raise ValueError(f"array_type must be one of {ARRAY_TYPES}, got {array_type!r}")
+        if invalid_action not in INVALID_ACTION_MODES:
+            raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {invalid_action!r}")
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        if max_episode_steps is not None and (not isinstance(max_episode_steps, (int, np.integer)) or max_episode_steps < 1):
+            raise ValueError(f"max_episode_steps must be a positive integer or None, got {max_episode_steps!r}")
+        try:
+            mode = AutoresetMode(autoreset_mode)
+        except ValueError:
+            raise ValueError(f"autoreset_mode must be one of {[m.value for m in AutoresetMode]}, "
+                             f"got {autoreset_mode!r}") from None
+        self.num_envs = int(num_envs)
+        self.num_nodes = int(num_nodes)
+        self.n_total = self.problem.num_nodes_total(self.num_nodes)
+        self.device = resolve_device(device)
+        self.array_type = array_type
+        self.invalid_action = invalid_action
+        self.max_episode_steps = max_episode_steps
+        self.render_mode = render_mode
+        self.metadata = {"autoreset_mode": mode, "render_modes": ["rgb_array"], "render_fps": 4}
+        self.invalid_penalty = invalid_penalty(self.n_total)
+        self._variant = variant
+        self.single_observation_space = observation_space(self.problem, self.n_total)
+        self.single_action_space = gym.spaces.Discrete(self.n_total)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.state = None
+        self._generator = torch.Generator(device=self.device)
+        self._generator.seed()
+        self._return = torch.zeros(self.num_envs, dtype=torch.float64, device=self.device)
+        self._elapsed = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
+        self._needs_reset = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        max_steps = int(self.single_observation_space["step"].high[0])
+        self._tour_buf = np.zeros((self.num_envs, max_steps), dtype=np.int64)  # numpy mode: actions taken
+        self._tour_len = np.zeros(self.num_envs, dtype=np.int64)
+        self._viewer = None
+
+    # -- instances ---------------------------------------------------------------------------------
+    def _fresh(self, count: int, seeds: list[int] | None, instances):
+        """Reset states for ``count`` sub-envs: from user instances, per-env seeds (a single env's
+        stream, generated on the CPU) or the batched generator on the device."""
+        if instances is None and seeds is not None:
+            parts = [self.problem.generate(1, self.num_nodes, generator=seeded_generator(seeding.np_random(s)[0]),
+                                           **self._variant) for s in seeds]
+            instances = type(parts[0])(*(torch.cat(f).to(self.device) for f in zip(*parts)))
+        elif instances is None:
+            instances = self.problem.generate(count, self.num_nodes, generator=self._generator, **self._variant)
+        return self.problem.reset(instances)
+
+    def _user_instances(self, data):
+        if isinstance(data, self.problem.Instance):
+            inst = type(data)(*(torch.as_tensor(f).to(self.device) for f in data))
+        else:
+            inst = self.problem.instance_from(data, batched=True, device=self.device)
+        if inst.locs.dim() != 3 or inst.locs.shape[0] != self.num_envs or inst.locs.shape[1] != self.n_total:
+            raise ValueError(f"instances field 'locs' must have shape ({self.num_envs}, {self.n_total}, 2), "
+                             f"got {tuple(inst.locs.shape)}")
+        return inst
+
+    # -- Gymnasium API -----------------------------------------------------------------------------
+    def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None):
+        """Reset all sub-envs, or those in ``options["reset_mask"]`` (B,) bool.
+
+        Args:
+            seed: an int (sub-env i seeded with ``seed + i``, as Gymnasium's vector envs do) or a list of
+                B ints.
+            options: ``reset_mask`` (B,) bool, numpy or tensor; ``instances``: a batch of B user instances
+                (a dict of arrays keyed as the observation with a leading B axis, validated, or the
+                problem's ``Instance`` of tensors), of which the reset rows are used.
+        """
+        options = dict(options or {})
+        reset_mask = options.pop("reset_mask", None)
+        data = options.pop("instances", None)
+        if options:
+            raise ValueError(f"unknown reset option(s) {sorted(options)}; known: 'reset_mask', 'instances'")
+        seeds = None
+        if seed is not None:
+            seeds = [int(seed) + i for i in range(self.num_envs)] if np.isscalar(seed) else [int(s) for s in seed]
+            if len(seeds) != self.num_envs:
+                raise ValueError(f"seed must be an int or a list of {self.num_envs} ints, got {len(seeds)}")
+            self._generator.manual_seed(seeds[0])
+        if reset_mask is None:
+            rows = torch.arange(self.num_envs, device=self.device)
+        else:
+            m = torch.as_tensor(np.asarray(reset_mask) if not isinstance(reset_mask, Tensor) else reset_mask)
+            if m.shape != (self.num_envs,) or m.dtype != torch.bool:
+                raise ValueError(f"reset_mask must be a bool array of shape ({self.num_envs},), "
+                                 f"got {m.dtype} {tuple(m.shape)}")
+            rows = m.to(self.device).nonzero().flatten()
+        if self.state is None and len(rows) != self.num_envs:
+            raise ValueError("the first reset must reset every sub-env (no reset_mask, or an all-True one)")
+        instances = None
+        if data is not None:
+            full = self._user_instances(data)
+            instances = type(full)(*(f[rows] for f in full))
+        picked = None if seeds is None else [seeds[i] for i in rows.tolist()]
+        fresh = self._fresh(len(rows), picked, instances)
+        self.state = fresh if len(rows) == self.num_envs else replace_rows(self.state, rows, fresh)
+        self._return[rows] = 0.0
+        self._elapsed[rows] = 0
+        self._needs_reset[rows] = False
+        if self.array_type == "numpy":
+            rows_np = rows.cpu().numpy()
+            self._tour_len[rows_np] = 0
+        return self._observation(), {}
+
+    def step(self, actions):
+        """Step every sub-env; see the class docstring for the autoreset modes."""
+        if self.state is None:
+            raise RuntimeError("call reset() before step()")
+        a = self._as_actions(actions)
+        mode = self.metadata["autoreset_mode"]
+        if self.invalid_action == "raise":
+            allowed = self.state.mask.gather(1, a[:, None]).squeeze(1) | self.state.done | self._needs_reset
+            if not bool(allowed.all()):
+                i = int((~allowed).nonzero()[0])
+                raise ValueError(f"sub-env {i}: action {int(a[i])} is masked; allowed actions: "
+                                 f"{self.state.mask[i].nonzero().flatten().tolist()}")
+        prev_done = self.state.done
+        resetting = self._needs_reset
+        state, reward, invalid = step(self.problem, self.state, a)
+        reward = torch.where(resetting, 0.0, reward)
+        ended = state.done & ~prev_done
+        self._elapsed += ~prev_done
+        truncated = torch.zeros_like(ended)
+        if self.max_episode_steps is not None:
+            truncated = ~state.done & (self._elapsed >= self.max_episode_steps)
+            state = finish(self.problem, state, truncated)
+        self._return += reward
+        terminated = state.done & ~truncated if mode == AutoresetMode.DISABLED else ended & ~truncated
+        infos: dict[str, Any] = {}
+        final = ended | truncated
+        if self.array_type == "numpy":
+            self._record_tours(a, ~prev_done & ~invalid & ~resetting)
+            infos = self._final_infos(final, invalid)
+        else:
+            infos = {"cost": -self._return, "_cost": ended & ~invalid, "invalid_action": invalid, "_invalid_action": invalid}
+        self.state = state
+        if mode == AutoresetMode.NEXT_STEP:
+            if bool(resetting.any()):
+                self._reset_rows(resetting.nonzero().flatten())
+            self._needs_reset = final
+        elif mode == AutoresetMode.SAME_STEP and bool(final.any()):
+            rows = final.nonzero().flatten()
+            if self.array_type == "numpy":
+                last = self._observation()
+                finals = np.full(self.num_envs, None, dtype=object)
+                for i in rows.tolist():
+                    finals[i] = {k: v[i] for k, v in last.items()}
+                infos = {"final_obs": finals, "_final_obs": final.cpu().numpy(),
+                         "final_info": infos, "_final_info": final.cpu().numpy()}
+            else:
+                infos = {"final_obs": self._observation(), "_final_obs": final, "final_info": infos, "_final_info": final}
+            self._reset_rows(rows)
+        return self._observation(), *self._out(reward, terminated, truncated), infos
+
+    def _reset_rows(self, rows: Tensor) -> None:
+        self.state = replace_rows(self.state, rows, self._fresh(len(rows), None, None))
+        self._return[rows] = 0.0
+        self._elapsed[rows] = 0
+        if self.array_type == "numpy":
+            self._tour_len[rows.cpu().numpy()] = 0
+
+    def _as_actions(self, actions) -> Tensor:
+        if isinstance(actions, Tensor):
+            a = actions.to(self.device, torch.long)
+        else:
+            arr = np.asarray(actions)
+            if not np.issubdtype(arr.dtype, np.integer):
+                raise ValueError(f"actions must be integer node indices, got dtype {arr.dtype}")
+            if arr.size and (arr.min() < 0 or arr.max() >= self.n_total):
+                raise ValueError(f"actions must lie in 0..{self.n_total - 1}, got {arr.min()}..{arr.max()}")
+            a = torch.as_tensor(arr, dtype=torch.long, device=self.device)
+        if a.shape != (self.num_envs,):
+            raise ValueError(f"actions must have shape ({self.num_envs},), got {tuple(a.shape)}")
+        return a
+
+    def _out(self, reward: Tensor, terminated: Tensor, truncated: Tensor):
+        if self.array_type == "torch":
+            return reward, terminated, truncated
+        return reward.double().cpu().numpy(), terminated.cpu().numpy(), truncated.cpu().numpy()
+
+    def _observation(self) -> dict:
+        obs = self.problem.observe(self.state)
+        if self.array_type == "torch":
+            obs["action_mask"] = self.state.mask
+            return obs
+        out = {key: value.cpu().numpy().copy() for key, value in obs.items()}
+        out["action_mask"] = self.state.mask.cpu().numpy().astype(np.int8)
+        return out
+
+    # -- numpy-mode episode records ----------------------------------------------------------------
+    def _record_tours(self, actions: Tensor, valid: Tensor) -> None:
+        v = valid.cpu().numpy()
+        rows = np.flatnonzero(v)
+        self._tour_buf[rows, self._tour_len[rows]] = actions.cpu().numpy()[rows]
+        self._tour_len[rows] += 1
+
+    def _final_infos(self, final: Tensor, invalid: Tensor) -> dict:
+        f = final.cpu().numpy()
+        if not f.any():
+            return {}
+        cost = -self._return.cpu().numpy()
+        tours = np.full(self.num_envs, None, dtype=object)
+        for i in np.flatnonzero(f):
+            tours[i] = self._tour_buf[i, :self._tour_len[i]].copy()
+        return {"cost": np.where(f, cost, 0.0), "_cost": f, "tour": tours, "_tour": f.copy(),
+                "invalid_action": invalid.cpu().numpy() & f, "_invalid_action": f.copy()}
+
+    def action_masks(self):
+        """The current masks (B, N) as bools (numpy, or a tensor in torch mode)."""
+        if self.state is None:
+            raise RuntimeError("call reset() before action_masks()")
+        return self.state.mask if self.array_type == "torch" else self.state.mask.cpu().numpy()
+
+    def render(self):
+        """An (H, W, 3) uint8 frame of sub-env 0 (``render_mode="rgb_array"``)."""
+        if self.render_mode is None:
+            gym.logger.warn("render() called without render_mode; make the vector env with render_mode='rgb_array'")
+            return None
+        from .render import Viewer
+
+        if self._viewer is None:
+            self._viewer = Viewer(self.problem.name, render_mode="rgb_array", fps=self.metadata["render_fps"])
+        first = type(self.state)(*(f[:1] if isinstance(f, Tensor) else type(f)(*(g[:1] for g in f))
+                                   for f in self.state))
+        tour = self._tour_buf[0, :self._tour_len[0]].tolist() if self.array_type == "numpy" else []
+        return self._viewer.draw(self.problem, first, tour, float(-self._return[0]))
+
+    def close_extras(self, **kwargs):
+        if self._viewer is not None:
+            self._viewer.close()
+            self._viewer = None
+
+
+class TSPVectorEnv(RoutingVectorEnv):
+    """Vectorised :class:`routing_gym.env.TSPEnv`; arguments as :class:`RoutingVectorEnv`."""
+
+    problem = TSP
+
+    def __init__(self, num_envs: int = 1, num_nodes: int = 20, *, device: Any = "cpu",
+                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, array_type: str = "numpy",
+                 invalid_action: str = "terminate", max_episode_steps: int | None = None,
+                 render_mode: str | None = None):
+        super().__init__(num_envs, num_nodes, device=device, autoreset_mode=autoreset_mode, array_type=array_type,
+                         invalid_action=invalid_action, max_episode_steps=max_episode_steps, render_mode=render_mode)
+
+
+class CVRPVectorEnv(RoutingVectorEnv):
+    """Vectorised :class:`routing_gym.env.CVRPEnv`; arguments as :class:`RoutingVectorEnv`."""
+
+    problem = CVRP
+
+    def __init__(self, num_envs: int = 1, num_nodes: int = 20, *, device: Any = "cpu",
+                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, array_type: str = "numpy",
+                 invalid_action: str = "terminate", max_episode_steps: int | None = None,
+                 render_mode: str | None = None):
+        super().__init__(num_envs, num_nodes, device=device, autoreset_mode=autoreset_mode, array_type=array_type,
+                         invalid_action=invalid_action, max_episode_steps=max_episode_steps, render_mode=render_mode)
+
+
+class OPVectorEnv(RoutingVectorEnv):
+    """Vectorised :class:`routing_gym.env.OPEnv`; arguments as :class:`RoutingVectorEnv`, plus ``prize_type``."""
+
+    problem = OP
+
+    def __init__(self, num_envs: int = 1, num_nodes: int = 20, *, prize_type: str = "dist", device: Any = "cpu",
+                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, array_type: str = "numpy",
+                 invalid_action: str = "terminate", max_episode_steps: int | None = None,
+                 render_mode: str | None = None):
+        if prize_type not in PRIZE_TYPES:
+            raise ValueError(f"prize_type must be one of {PRIZE_TYPES}, got {prize_type!r}")
+        super().__init__(num_envs, num_nodes, device=device, autoreset_mode=autoreset_mode, array_type=array_type,
+                         invalid_action=invalid_action, max_episode_steps=max_episode_steps, render_mode=render_mode,
+                         prize_type=prize_type)
+
+
+class PCTSPVectorEnv(RoutingVectorEnv):
+    """Vectorised :class:`routing_gym.env.PCTSPEnv`; arguments as :class:`RoutingVectorEnv`."""
+
+    problem = PCTSP
+
+    def __init__(self, num_envs: int = 1, num_nodes: int = 20, *, device: Any = "cpu",
+                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, array_type: str = "numpy",
+                 invalid_action: str = "terminate", max_episode_steps: int | None = None,
+                 render_mode: str | None = None):
+        super().__init__(num_envs, num_nodes, device=device, autoreset_mode=autoreset_mode, array_type=array_type,
+                         invalid_action=invalid_action, max_episode_steps=max_episode_steps, render_mode=render_mode)
