@@ -41,7 +41,7 @@ class RoutingEnv(gym.Env):
     problem: Any = None
 
     def __init__(self, num_nodes: int, *, render_mode: str | None = None, invalid_action: str = "terminate",
-                 **variant: Any):
+                 render_size: tuple[int, int] = (600, 600), **variant: Any):
         if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)) or num_nodes < 2:
             raise ValueError(f"num_nodes must be an integer >= 2, got {num_nodes!r}")
         if invalid_action not in INVALID_ACTION_MODES:
@@ -52,6 +52,9 @@ class RoutingEnv(gym.Env):
         self.n_total = self.problem.num_nodes_total(self.num_nodes)
         self.invalid_action = invalid_action
         self.render_mode = render_mode
+        self.render_size = (int(render_size[0]), int(render_size[1]))
+        if min(self.render_size) < 64:
+            raise ValueError(f"render_size must be at least (64, 64) pixels, got {render_size!r}")
         self._variant = variant
         self.observation_space = observation_space(self.problem, self.n_total)
         self.action_space = spaces.Discrete(self.n_total)
@@ -161,7 +164,8 @@ class RoutingEnv(gym.Env):
         from .render import Viewer
 
         if self._viewer is None:
-            self._viewer = Viewer(self.problem.name, render_mode=self.render_mode, fps=self.metadata["render_fps"])
+            self._viewer = Viewer(self.problem.name, render_mode=self.render_mode, fps=self.metadata["render_fps"],
+                                  size=self.render_size)
         return self._viewer.draw(self.problem, self.state, self._tour, -self._return)
 
     def close(self):
@@ -175,8 +179,9 @@ class TSPEnv(RoutingEnv):
 
     problem = TSP
 
-    def __init__(self, num_nodes: int = 20, *, render_mode: str | None = None, invalid_action: str = "terminate"):
-        super().__init__(num_nodes, render_mode=render_mode, invalid_action=invalid_action)
+    def __init__(self, num_nodes: int = 20, *, render_mode: str | None = None, invalid_action: str = "terminate",
+                 render_size: tuple[int, int] = (600, 600)):
+        super().__init__(num_nodes, render_mode=render_mode, invalid_action=invalid_action, render_size=render_size)
 
 
 class CVRPEnv(RoutingEnv):
@@ -184,8 +189,9 @@ class CVRPEnv(RoutingEnv):
 
     problem = CVRP
 
-    def __init__(self, num_nodes: int = 20, *, render_mode: str | None = None, invalid_action: str = "terminate"):
-        super().__init__(num_nodes, render_mode=render_mode, invalid_action=invalid_action)
+    def __init__(self, num_nodes: int = 20, *, render_mode: str | None = None, invalid_action: str = "terminate",
+                 render_size: tuple[int, int] = (600, 600)):
+        super().__init__(num_nodes, render_mode=render_mode, invalid_action=invalid_action, render_size=render_size)
 
 
 class OPEnv(RoutingEnv):
@@ -194,10 +200,11 @@ class OPEnv(RoutingEnv):
     problem = OP
 
     def __init__(self, num_nodes: int = 20, *, prize_type: str = "dist", render_mode: str | None = None,
-                 invalid_action: str = "terminate"):
+                 invalid_action: str = "terminate", render_size: tuple[int, int] = (600, 600)):
         if prize_type not in PRIZE_TYPES:
             raise ValueError(f"prize_type must be one of {PRIZE_TYPES}, got {prize_type!r}")
-        super().__init__(num_nodes, render_mode=render_mode, invalid_action=invalid_action, prize_type=prize_type)
+        super().__init__(num_nodes, render_mode=render_mode, invalid_action=invalid_action, render_size=render_size,
+                         prize_type=prize_type)
 
 
 class PCTSPEnv(RoutingEnv):
@@ -205,5 +212,6 @@ class PCTSPEnv(RoutingEnv):
 
     problem = PCTSP
 
-    def __init__(self, num_nodes: int = 20, *, render_mode: str | None = None, invalid_action: str = "terminate"):
-        super().__init__(num_nodes, render_mode=render_mode, invalid_action=invalid_action)
+    def __init__(self, num_nodes: int = 20, *, render_mode: str | None = None, invalid_action: str = "terminate",
+                 render_size: tuple[int, int] = (600, 600)):
+        super().__init__(num_nodes, render_mode=render_mode, invalid_action=invalid_action, render_size=render_size)

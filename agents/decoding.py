@@ -1,0 +1,87 @@
+"""Rolling a policy out on the native vector env (DISABLED autoreset, torch mode): greedy and sampling.
+
+A policy here is any object with two methods (the Attention Model and the Pointer Network both are):
+
+- ``precompute(obs) -> cache``: work done once per instance batch (the encoder), from the first
+  observation (a dict of tensors on the env's device, keys as in DESIGN.md);
+- ``log_probs(cache, obs) -> (B, N)``: log-probabilities of the next action, ``-inf`` where
+  ``obs["action_mask"]`` forbids it.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+from gymnasium.vector import AutoresetMode
+import torch
+from torch import Tensor
+
+STRATEGIES = ("greedy", "sample")
+
+
+class Rollout(NamedTuple):
+    cost: Tensor  # (B,) float32 cost of each finished episode (the quantity minimised)
+    log_likelihood: Tensor  # (B,) float32 sum over steps of the chosen actions' log-probabilities
+    actions: Tensor  # (B, S) int64 actions in order, finished episodes padded with their no-op node
+
+
+def make_env(problem: str, num_nodes: int, batch_size: int, device: Any = "cpu", **variant: Any):
+    """The vector env a rollout steps: ``batch_size`` sub-envs, torch arrays, no autoreset."""
+    env_id = f"routing/{problem.upper()}-v0"
+    return gym.make_vec(env_id, num_envs=batch_size, vectorization_mode="vector_entry_point", num_nodes=num_nodes,
+                        device=device, array_type="torch", autoreset_mode=AutoresetMode.DISABLED, **variant)
+
+
+def rollout(policy, env, instances, *, strategy: str = "greedy", generator: torch.Generator | None = None) -> Rollout:
+    """Decode one episode for each of the env's B instances.
+
+    Args:
+        policy: see the module docstring.
+        env: a :class:`routing_gym.vector.RoutingVectorEnv` made by :func:`make_env` (B sub-envs).
+        instances: the problem's ``Instance`` of B instances (tensors), or a dict of arrays.
+        strategy: ``"greedy"`` (argmax) or ``"sample"`` (from the policy's distribution).
+        generator: torch generator for sampling, on the env's device.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    env = env.unwrapped if hasattr(env, "unwrapped") else env
+    obs, _ = env.reset(options={"instances": instances})
+    cache = policy.precompute(obs)
+    b = env.num_envs
+    cost = torch.zeros(b, device=env.device)
+    log_likelihood = torch.zeros(b, device=env.device)
+    actions = []
+    max_steps = int(env.single_observation_space["step"].high[0])
+    for _ in range(max_steps):
+        logp = policy.log_probs(cache, obs)
+        if strategy == "greedy":
+            a = logp.argmax(dim=-1)
+        else:
+            a = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+        pending = ~env.state.done
+        log_likelihood = log_likelihood + torch.where(pending, logp.gather(1, a[:, None]).squeeze(1), 0.0)
+        obs, reward, terminated, _, _ = env.step(a)
+        cost = cost - reward
+        actions.append(a)
+        if bool(terminated.all()):
+            break
+    else:
+        raise RuntimeError(f"rollout did not finish within {max_steps} steps")
+    return Rollout(cost=cost, log_likelihood=log_likelihood, actions=torch.stack(actions, dim=1))
+
+
+@torch.no_grad()
+def evaluate(policy, problem: str, instances, *, batch_size: int = 1000, strategy: str = "greedy",
+             device: Any = "cpu", generator: torch.Generator | None = None, **variant: Any) -> Tensor:
+    """Costs (B,) of a policy on a batch of instances (an ``Instance`` of tensors), in chunks."""
+    total = instances.locs.shape[0]
+    num_nodes = instances.locs.shape[1] - (0 if problem == "tsp" else 1)
+    costs = []
+    env = None
+    for start in range(0, total, batch_size):
+        chunk = type(instances)(*(f[start:start + batch_size].to(device) for f in instances))
+        size = chunk.locs.shape[0]
+        if env is None or env.num_envs != size:
+            env = make_env(problem, num_nodes, size, device, **variant)
+        costs.append(rollout(policy, env, chunk, strategy=strategy, generator=generator).cost)
+    return torch.cat(costs)
