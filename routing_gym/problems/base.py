@@ -184,7 +184,10 @@ def instance_fields(data: Mapping[str, Any], required: tuple[str, ...], optional
 
 def batch_size_of(data: Mapping[str, Any], batched: bool) -> tuple[int, int]:
     """(B, N) from the ``locs`` field: (N, 2) for one instance, (B, N, 2) for a batch."""
-    locs = np.asarray(data["locs"])
+    try:
+        locs = np.asarray(data["locs"], dtype=np.float32)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"instance field 'locs' is not a numeric array: {e}") from None
     want = 3 if batched else 2
     if locs.ndim != want or locs.shape[-1] != 2:
         shape = "(B, N, 2)" if batched else "(N, 2)"

@@ -1,0 +1,278 @@
+"""The Attention Model policy of Kool, van Hoof & Welling, "Attention, Learn to Solve Routing Problems!",
+ICLR 2019 (code: wouterkool/attention-learn-to-route, ``nets/attention_model.py``), for TSP, CVRP, OP and
+PCTSP.
+
+- Encoder: a linear embedding of each node's features (depot problems embed node 0 with its own
+  linear layer of (x, y)), then ``n_layers`` layers of multi-head self-attention and a ReLU
+  feed-forward, each sublayer with a skip connection and batch normalisation; no positional encoding.
+- Decoder, once per step: the context is the projected graph embedding (the mean of the node
+  embeddings) plus the projected step context; an ``n_heads`` glimpse attends over the allowed nodes,
+  and a single-head pointer gives logits clipped to ``tanh_clipping * tanh(.)``, with ``-inf`` at the
+  masked nodes. The glimpse keys and values and the pointer keys are projected once per instance.
+
+The problem-specific parts are two small adapters per problem, picked from :data:`ADAPTERS`: what a
+node's initial embedding reads (after its (x, y), in Kool's order) and the step context (TSP: the
+first and current node, a learned placeholder at step 0; CVRP, OP, PCTSP: the current node and the
+remaining capacity, remaining length or prize still to collect).
+
+The policy protocol of :mod:`agents.decoding`: ``precompute(obs) -> AttentionCache`` runs the encoder on
+the first observation; ``log_probs(cache, obs) -> (B, N)`` gives the next action's log-probabilities.
+:meth:`AttentionModel.predict` acts in the single Gymnasium env, in the style of Stable-Baselines3.
+
+Dimension names in shape comments: B batch, N nodes (depot included), D embedding, H heads, K = D / H.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+NORMALIZATIONS = ("batch", "instance")
+
+
+@dataclass(frozen=True)
+class AttentionModelConfig:
+    """Hyper-parameters of the Attention Model; the defaults are the paper's."""
+
+    problem: str
+    """Which routing problem: ``"tsp"``, ``"cvrp"``, ``"op"`` or ``"pctsp"`` (a key of :data:`ADAPTERS`)."""
+    embed_dim: int = 128
+    """D, the width of node embeddings and of the decoder's context."""
+    n_heads: int = 8
+    """Attention heads in the encoder layers and in the decoder's glimpse; must divide ``embed_dim``."""
+    n_layers: int = 3
+    """Encoder layers (self-attention + feed-forward)."""
+    ff_hidden: int = 512
+    """Hidden units of each encoder layer's feed-forward sublayer."""
+    tanh_clipping: float = 10.0
+    """C in the pointer logits ``C * tanh(u)``; 0 disables the clipping."""
+    normalization: str = "batch"
+    """Normalisation after each encoder sublayer: ``"batch"`` (the paper's) or ``"instance"``."""
+
+    def __post_init__(self):
+        if self.problem not in ADAPTERS:
+            raise ValueError(f"problem must be one of {sorted(ADAPTERS)}, got {self.problem!r}")
+        if self.embed_dim % self.n_heads:
+            raise ValueError(f"n_heads ({self.n_heads}) must divide embed_dim ({self.embed_dim})")
+        if self.normalization not in NORMALIZATIONS:
+            raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {self.normalization!r}")
+
+
+class AttentionCache(NamedTuple):
+    """What the decoder reuses at every step: computed once per instance by ``precompute``."""
+
+    node_embeddings: Tensor  # (B, N, D) encoder output
+    fixed_context: Tensor  # (B, D) projected graph embedding
+    glimpse_key: Tensor  # (B, H, N, K)
+    glimpse_val: Tensor  # (B, H, N, K)
+    logit_key: Tensor  # (B, N, D)
+
+
+def gather_nodes(embeddings: Tensor, index: Tensor) -> Tensor:
+    """``embeddings[b, index[b]]``: (B, N, D) and (B,) int64 -> (B, D)."""
+    return embeddings.gather(1, index[:, None, None].expand(-1, 1, embeddings.shape[-1])).squeeze(1)
+
+
+# -- problem adapters -----------------------------------------------------------------------------
+class NodeEmbedding(nn.Module):
+    """Initial embedding without a depot: one linear layer of (x, y, *features) per node."""
+
+    def __init__(self, features: tuple[str, ...], embed_dim: int):
+        super().__init__()
+        self.features = features
+        self.node = nn.Linear(2 + len(features), embed_dim)
+
+    def forward(self, obs: dict[str, Tensor]) -> Tensor:
+        x = torch.cat([obs["locs"], *(obs[f][..., None] for f in self.features)], dim=-1)  # (B, N, 2 + F)
+        return self.node(x)  # (B, N, D)
+
+
+class DepotNodeEmbedding(NodeEmbedding):
+    """Initial embedding with a depot: node 0 from its (x, y) by its own linear layer, the others from
+    (x, y, *features)."""
+
+    def __init__(self, features: tuple[str, ...], embed_dim: int):
+        super().__init__(features, embed_dim)
+        self.depot = nn.Linear(2, embed_dim)
+
+    def forward(self, obs: dict[str, Tensor]) -> Tensor:
+        nodes = super().forward(obs)[:, 1:]  # (B, N - 1, D)
+        return torch.cat([self.depot(obs["locs"][:, :1]), nodes], dim=1)  # (B, N, D)
+
+
+class FirstCurrentContext(nn.Module):
+    """TSP step context (B, 2D): the embeddings of the first and the current node, or a learned
+    placeholder where ``obs["step"] == 0``."""
+
+    def __init__(self, embed_dim: int):
+        super().__init__()
+        self.dim = 2 * embed_dim
+        self.placeholder = nn.Parameter(torch.empty(self.dim).uniform_(-1.0, 1.0))
+
+    def forward(self, embeddings: Tensor, obs: dict[str, Tensor]) -> Tensor:
+        nodes = torch.cat([gather_nodes(embeddings, obs["first_node"]),
+                           gather_nodes(embeddings, obs["current_node"])], dim=-1)  # (B, 2D)
+        return torch.where(obs["step"] == 0, self.placeholder, nodes)
+
+
+class CurrentScalarContext(nn.Module):
+    """Depot problems' step context (B, D + 1): the current node's embedding and the scalar
+    observation ``key`` (remaining capacity, remaining length or prize still to collect)."""
+
+    def __init__(self, key: str, embed_dim: int):
+        super().__init__()
+        self.key = key
+        self.dim = embed_dim + 1
+
+    def forward(self, embeddings: Tensor, obs: dict[str, Tensor]) -> Tensor:
+        return torch.cat([gather_nodes(embeddings, obs["current_node"]), obs[self.key]], dim=-1)  # (B, D + 1)
+
+
+ADAPTERS: dict[str, tuple[Callable[[int], nn.Module], Callable[[int], nn.Module]]] = {
+    # problem: (initial embedding, step context), each built from the embedding width D
+    "tsp": (partial(NodeEmbedding, ()), FirstCurrentContext),
+    "cvrp": (partial(DepotNodeEmbedding, ("demand",)), partial(CurrentScalarContext, "remaining_capacity")),
+    "op": (partial(DepotNodeEmbedding, ("prize",)), partial(CurrentScalarContext, "remaining_length")),
+    "pctsp": (partial(DepotNodeEmbedding, ("prize", "penalty")), partial(CurrentScalarContext, "prize_to_collect")),
+}
+
+
+# -- encoder --------------------------------------------------------------------------------------
+class SelfAttention(nn.Module):
+    """Multi-head self-attention without biases: queries, keys and values from one fused projection."""
+
+    def __init__(self, embed_dim: int, n_heads: int):
+        super().__init__()
+        self.n_heads = n_heads
+        self.qkv = nn.Linear(embed_dim, 3 * embed_dim, bias=False)
+        self.out = nn.Linear(embed_dim, embed_dim, bias=False)
+        bound = 1.0 / math.sqrt(embed_dim // n_heads)  # the paper's init: U(-1/sqrt(K), 1/sqrt(K))
+        nn.init.uniform_(self.qkv.weight, -bound, bound)
+
+    def forward(self, h: Tensor) -> Tensor:
+        b, n, d = h.shape
+        q, k, v = self.qkv(h).view(b, n, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)  # (B, H, N, K)
+        heads = F.scaled_dot_product_attention(q, k, v)  # (B, H, N, K)
+        return self.out(heads.transpose(1, 2).reshape(b, n, d))  # (B, N, D)
+
+
+class Normalization(nn.Module):
+    """Batch (over all B * N node embeddings) or instance normalisation of (B, N, D), affine."""
+
+    def __init__(self, embed_dim: int, kind: str):
+        super().__init__()
+        self.norm = nn.BatchNorm1d(embed_dim) if kind == "batch" else nn.InstanceNorm1d(embed_dim, affine=True)
+
+    def forward(self, h: Tensor) -> Tensor:
+        if isinstance(self.norm, nn.BatchNorm1d):
+            return self.norm(h.reshape(-1, h.shape[-1])).view(h.shape)
+        return self.norm(h.transpose(1, 2)).transpose(1, 2)
+
+
+class EncoderLayer(nn.Module):
+    """``h = norm1(h + attention(h)); h = norm2(h + feed_forward(h))``."""
+
+    def __init__(self, config: AttentionModelConfig):
+        super().__init__()
+        d = config.embed_dim
+        self.attention = SelfAttention(d, config.n_heads)
+        self.norm1 = Normalization(d, config.normalization)
+        self.feed_forward = nn.Sequential(nn.Linear(d, config.ff_hidden), nn.ReLU(), nn.Linear(config.ff_hidden, d))
+        self.norm2 = Normalization(d, config.normalization)
+
+    def forward(self, h: Tensor) -> Tensor:
+        h = self.norm1(h + self.attention(h))
+        return self.norm2(h + self.feed_forward(h))
+
+
+# -- the model ------------------------------------------------------------------------------------
+class AttentionModel(nn.Module):
+    """The Attention Model for ``config.problem``; see the module docstring.
+
+    Observations are dicts of tensors with a leading batch axis, keyed as the envs' (DESIGN.md):
+    ``locs`` (B, N, 2), the problem's node features (B, N), ``current_node`` (B,) int64, TSP's
+    ``first_node`` (B,) int64 and ``step`` (B, 1), the depot problems' step scalar (B, 1), and
+    ``action_mask`` (B, N) bool, True = allowed (at least one node allowed per row).
+    """
+
+    def __init__(self, config: AttentionModelConfig):
+        super().__init__()
+        self.config = config
+        d = config.embed_dim
+        make_embedding, make_context = ADAPTERS[config.problem]
+        self.init_embedding = make_embedding(d)
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_layers))
+        self.step_context = make_context(d)
+        self.project_node_embeddings = nn.Linear(d, 3 * d, bias=False)  # glimpse key, glimpse value, logit key
+        self.project_fixed_context = nn.Linear(d, d, bias=False)
+        self.project_step_context = nn.Linear(self.step_context.dim, d, bias=False)
+        self.project_out = nn.Linear(d, d, bias=False)
+
+    def precompute(self, obs: dict[str, Tensor]) -> AttentionCache:
+        """Encode the instances of the first observation and project what every decoding step reuses."""
+        h = self.init_embedding(obs)  # (B, N, D)
+        for layer in self.layers:
+            h = layer(h)
+        b, n, d = h.shape
+        heads = self.config.n_heads
+        glimpse_key, glimpse_val, logit_key = self.project_node_embeddings(h).chunk(3, dim=-1)  # (B, N, D) each
+        return AttentionCache(
+            node_embeddings=h, fixed_context=self.project_fixed_context(h.mean(dim=1)),
+            glimpse_key=glimpse_key.reshape(b, n, heads, d // heads).transpose(1, 2).contiguous(),
+            glimpse_val=glimpse_val.reshape(b, n, heads, d // heads).transpose(1, 2).contiguous(),
+            logit_key=logit_key.contiguous())
+
+    def log_probs(self, cache: AttentionCache, obs: dict[str, Tensor]) -> Tensor:
+        """Log-probabilities (B, N) of the next action: log-softmax of the clipped pointer logits,
+        ``-inf`` where ``obs["action_mask"]`` is False (the glimpse attends only to allowed nodes)."""
+        mask = obs["action_mask"].bool()  # (B, N)
+        b, d = cache.fixed_context.shape
+        heads = self.config.n_heads
+        query = cache.fixed_context + self.project_step_context(self.step_context(cache.node_embeddings, obs))  # (B, D)
+        glimpse = F.scaled_dot_product_attention(query.view(b, heads, 1, d // heads), cache.glimpse_key,
+                                                 cache.glimpse_val, attn_mask=mask[:, None, None, :])  # (B, H, 1, K)
+        glimpse = self.project_out(glimpse.reshape(b, d))  # (B, D)
+        logits = torch.einsum("bd,bnd->bn", glimpse, cache.logit_key) / math.sqrt(d)  # (B, N)
+        if self.config.tanh_clipping > 0:
+            logits = self.config.tanh_clipping * torch.tanh(logits)
+        return logits.masked_fill(~mask, -math.inf).log_softmax(dim=-1)
+
+    @torch.no_grad()
+    def predict(self, obs: dict[str, Any], state: Any = None, episode_start: Any = None,
+                deterministic: bool = True, generator: torch.Generator | None = None) -> tuple[np.ndarray, None]:
+        """Act in a Gymnasium env, in the style of Stable-Baselines3's ``predict``.
+
+        Args:
+            obs: a numpy observation dict of the single env (``locs`` (N, 2), ...) or a batch of them
+                (``locs`` (B, N, 2), ...).
+            state, episode_start: ignored (the policy is stateless: it encodes the instance each call).
+            deterministic: the most probable action (greedy) if True, else one sampled from the policy.
+            generator: torch generator for sampling (default: torch's global one, as SB3).
+
+        Returns:
+            ``(action, None)``: an allowed action, a numpy int64 scalar for a single observation or an
+            int64 array (B,) for a batch. Evaluation mode is used (batch-norm running statistics); the
+            module's training flag is restored afterwards.
+        """
+        device = self.project_out.weight.device
+        batched = np.ndim(obs["locs"]) == 3
+        x = {}
+        for key, value in obs.items():
+            t = torch.as_tensor(np.asarray(value), device=device)
+            t = t.bool() if key == "action_mask" else t.long() if not t.is_floating_point() else t.float()
+            x[key] = t if batched else t[None]
+        was_training = self.training
+        self.eval()
+        try:
+            logp = self.log_probs(self.precompute(x), x)  # (B, N)
+        finally:
+            self.train(was_training)
+        action = logp.argmax(dim=-1) if deterministic else torch.multinomial(logp.exp(), 1, generator=generator)[:, 0]
+        action = action.cpu().numpy()
+        return (action if batched else action[0]), None

@@ -1,0 +1,166 @@
+"""The Gymnasium single envs: registration, checkers, episodes, user instances and errors."""
+import subprocess
+import sys
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import routing_gym  # noqa: F401
+from routing_gym.problems import tour_cost
+from routing_gym.problems.base import invalid_penalty
+
+PROBLEMS = ("TSP", "CVRP", "OP", "PCTSP")
+FIXED_IDS = [f"routing/{p}-{n}" for p in PROBLEMS for n in (20, 50, 100)]
+
+
+def random_episode(env, seed, rng):
+    obs, _ = env.reset(seed=seed)
+    ret, steps = 0.0, 0
+    while True:
+        assert np.array_equal(obs["action_mask"].astype(bool), env.unwrapped.action_masks())
+        a = int(rng.choice(np.flatnonzero(obs["action_mask"])))
+        obs, r, term, trunc, info = env.step(a)
+        assert isinstance(r, float) and isinstance(term, bool) and isinstance(trunc, bool)
+        ret += r
+        steps += 1
+        if term:
+            return ret, info, steps
+
+
+@pytest.mark.parametrize("env_id", FIXED_IDS + [f"routing/{p}-v0" for p in PROBLEMS])
+def test_registered_ids__pass_gymnasium_and_sb3_checkers_without_warnings(env_id):
+    from gymnasium.utils.env_checker import check_env
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    env = gym.make(env_id, num_nodes=7) if env_id.endswith("-v0") else gym.make(env_id)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env.unwrapped, skip_render_check=True)
+        sb3_check_env(env.unwrapped, warn=True, skip_render_check=True)
+    msgs = [str(w.message) for w in caught if "unconventional shape" not in str(w.message)]
+    assert msgs == []
+
+
+def test_parametric_ids__take_num_nodes_and_prize_type():
+    env = gym.make("routing/OP-v0", num_nodes=37, prize_type="unif")
+    obs, _ = env.reset(seed=0)
+    assert obs["locs"].shape == (38, 2)
+    prizes = obs["prize"][1:] * 100
+    assert np.allclose(prizes, np.round(prizes), atol=1e-4)
+    assert gym.make("routing/TSP-v0", num_nodes=12).reset(seed=0)[0]["locs"].shape == (12, 2)
+
+
+@pytest.mark.parametrize("env_id,kwargs", [
+    ("routing/TSP-20", {"prize_type": "dist"}),
+    ("routing/CVRP-v0", {"capacity": 30}),
+    ("routing/PCTSP-50", {"foo": 1}),
+])
+def test_make__unknown_argument_is_a_type_error(env_id, kwargs):
+    with pytest.raises(TypeError):
+        gym.make(env_id, **kwargs)
+
+
+def test_make__bad_argument_values_are_named():
+    with pytest.raises(ValueError, match="num_nodes"):
+        gym.make("routing/TSP-v0", num_nodes=1)
+    with pytest.raises(ValueError, match="prize_type"):
+        gym.make("routing/OP-v0", prize_type="gauss")
+    with pytest.raises(ValueError, match="invalid_action"):
+        gym.make("routing/TSP-20", invalid_action="ignore")
+
+
+def test_make__module_prefix_registers_without_prior_import():
+    code = "import gymnasium as gym; e = gym.make('routing_gym:routing/TSP-50'); print(e.reset(seed=0)[0]['locs'].shape)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "(50, 2)"
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_episode__return_equals_minus_info_cost_and_tour_matches(problem):
+    env = gym.make(f"routing/{problem}-20")
+    rng = np.random.default_rng(0)
+    for seed in range(3):
+        ret, info, steps = random_episode(env, seed, rng)
+        assert info["cost"] == -ret and info["invalid_action"] is False
+        assert len(info["tour"]) == steps
+        core, inst = env.unwrapped.problem, env.unwrapped.state.instance
+        assert float(tour_cost(core, inst, torch.as_tensor(info["tour"])[None])[0]) == pytest.approx(info["cost"], abs=1e-5)
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_observation__fresh_arrays_each_call(problem):
+    env = gym.make(f"routing/{problem}-20")
+    obs, _ = env.reset(seed=0)
+    obs["locs"][:] = -1
+    obs["action_mask"][:] = 0
+    obs2 = env.unwrapped._observation()
+    assert obs2["locs"].min() >= 0 and obs2["action_mask"].any()
+
+
+def test_reset__same_seed_same_instance_and_fields_bounded():
+    env = gym.make("routing/CVRP-20")
+    a, _ = env.reset(seed=3)
+    b, _ = env.reset(seed=3)
+    c, _ = env.reset(seed=4)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert not np.array_equal(a["locs"], c["locs"])
+    assert env.observation_space.contains(a)
+
+
+def test_reset__user_instance_is_used_and_validated():
+    env = gym.make("routing/CVRP-v0", num_nodes=2)
+    inst = {"locs": [[0, 0], [1, 0], [0, 1]], "demand": [0, 0.6, 0.6]}
+    obs, _ = env.reset(options={"instance": inst})
+    assert np.allclose(obs["locs"], inst["locs"]) and np.allclose(obs["demand"], inst["demand"])
+    total = 0.0
+    for a in (1, 0, 2):
+        obs, r, term, _, info = env.step(a)
+        total += r
+    assert term and info["cost"] == pytest.approx(4.0, abs=1e-6) and total == pytest.approx(-4.0, abs=1e-6)
+    with pytest.raises(ValueError, match="exceeds the capacity"):
+        env.reset(options={"instance": {"locs": inst["locs"], "demand": [0, 1.2, 0.1]}})
+    with pytest.raises(ValueError, match="has 4 nodes; this env has 3"):
+        env.reset(options={"instance": {"locs": np.zeros((4, 2)), "demand": [0, 0.1, 0.1, 0.1]}})
+    with pytest.raises(ValueError, match="unknown reset option"):
+        env.reset(options={"instances": inst})
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_masked_action__terminates_with_penalty_by_default(problem):
+    env = gym.make(f"routing/{problem}-20")
+    obs, _ = env.reset(seed=0)
+    ret, taken = 0.0, []
+    if obs["action_mask"].all():  # nothing masked yet: take a first step
+        obs, r, *_ = env.step(1)
+        ret, taken = r, [1]
+    bad = int(np.flatnonzero(obs["action_mask"] == 0)[0])
+    _, r, term, trunc, info = env.step(bad)
+    assert term and not trunc and info["invalid_action"] is True
+    assert r == pytest.approx(-invalid_penalty(env.unwrapped.n_total))  # float32 reward
+    assert info["cost"] == -(ret + r)
+    assert info["tour"].tolist() == taken  # the masked action is not part of the tour
+    with pytest.raises(RuntimeError, match="episode has ended"):
+        env.step(0)
+
+
+def test_masked_action__raise_mode_names_the_allowed_set_and_keeps_the_state():
+    env = gym.make("routing/CVRP-v0", num_nodes=3, invalid_action="raise")
+    env.reset(options={"instance": {"locs": [[0, 0], [0.1, 0], [0.2, 0], [0.3, 0]], "demand": [0, 0.5, 0.5, 0.5]}})
+    with pytest.raises(ValueError, match=r"action 0 is masked .* allowed actions: \[1, 2, 3\]"):
+        env.step(0)
+    _, _, term, _, _ = env.step(1)
+    assert not term
+
+
+def test_step__errors_for_out_of_range_and_before_reset():
+    env = gym.make("routing/TSP-20").unwrapped
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(0)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="outside Discrete"):
+        env.step(20)
+    with pytest.raises(ValueError, match="integer"):
+        env.step(1.5)
