@@ -1,0 +1,193 @@
+"""``routing-gym`` command line: train, eval, render, play."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from routing_gym.problems import PROBLEMS, get_problem
+
+PROBLEM_CHOICES = sorted(PROBLEMS)
+
+
+def load_policy(spec: str, problem: str, num_nodes: int, device="cpu"):
+    """A policy of the decoding protocol from ``spec``: a heuristic's name, ``pretrained``, or a
+    checkpoint path (a routing-gym checkpoint, or the reference weights of Kool et al., told apart by
+    their content)."""
+    from .heuristics import HEURISTICS
+
+    if spec in HEURISTICS:
+        return HEURISTICS[spec]()
+    if spec == "pretrained":
+        from .pretrained import load_pretrained
+
+        return load_pretrained(problem, num_nodes, device=device)
+    path = Path(spec)
+    if not path.exists():
+        raise ValueError(f"policy {spec!r} is neither a heuristic ({sorted(HEURISTICS)}), 'pretrained', "
+                         f"nor an existing checkpoint file")
+    from .pretrained import load_policy_file
+
+    policy = load_policy_file(path, device=device)
+    if policy.config.problem != problem:
+        raise ValueError(f"checkpoint {path} holds a {policy.config.problem} policy, not {problem}")
+    return policy
+
+
+def cmd_train(args) -> int:
+    from .reinforce import TrainConfig, Trainer
+
+    if args.resume:
+        overrides = {k: v for k, v in (("epochs", args.epochs), ("out_dir", args.out_dir)) if v is not None}
+        trainer = Trainer.resume(args.resume, **overrides)
+    else:
+        fields = {f.name for f in dataclasses.fields(TrainConfig)}
+        given = {k: v for k, v in vars(args).items() if k in fields and v is not None}
+        given.setdefault("out_dir", f"runs/{args.problem}{args.num_nodes}")
+        trainer = Trainer(TrainConfig(**given))
+    trainer.fit(progress=not args.no_progress)
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from routing_gym.data import load_dataset
+
+    from .decoding import evaluate
+
+    problem = get_problem(args.problem)
+    variant = {"prize_type": args.prize_type} if args.problem == "op" else {}
+    extras = {}
+    if args.dataset:
+        instances, extras = load_dataset(args.dataset, args.problem)
+        num_nodes = instances.locs.shape[1] - (1 if problem.has_depot else 0)
+        source = args.dataset
+    else:
+        if args.num_nodes is None:
+            raise SystemExit("eval: give --num-nodes (or --dataset)")
+        num_nodes = args.num_nodes
+        gen = torch.Generator().manual_seed(args.seed)
+        instances = problem.generate(args.num_instances, num_nodes, generator=gen, **variant)
+        source = f"{args.num_instances} seeded instances (seed {args.seed})"
+    policy = load_policy(args.policy, args.problem, num_nodes, device=args.device)
+    if hasattr(policy, "eval"):
+        policy.eval()
+    gen = torch.Generator(device=args.device).manual_seed(args.seed)
+    start = time.perf_counter()
+    with torch.no_grad():
+        costs = evaluate(policy, args.problem, instances, batch_size=args.batch_size, strategy=args.decode,
+                         device=args.device, generator=gen, **variant)
+    elapsed = time.perf_counter() - start
+    line = (f"{args.problem}-{num_nodes} {args.policy} {args.decode}: mean cost {costs.mean():.4f} "
+            f"on {source} in {elapsed:.2f} s")
+    if "ref_cost" in extras:
+        ref = torch.as_tensor(extras["ref_cost"], dtype=torch.float64)
+        gap = ((costs.double().cpu() - ref) / ref.abs()).mean() * 100
+        line += f", gap {gap:.2f}% to ref_cost (mean {ref.mean():.4f})"
+    print(line)
+    return 0
+
+
+def cmd_render(args) -> int:
+    from .visual import builtin_policy, record
+
+    variant = {"prize_type": args.prize_type} if args.problem == "op" else {}
+    policies = {}
+    for spec in args.policy:
+        if spec in ("random", "nearest"):
+            policies[spec] = builtin_policy(spec) if spec != "random" else builtin_policy(spec, seed=args.seed)
+        else:
+            policies[Path(spec).stem] = single_env_policy(load_policy(spec, args.problem, args.num_nodes))
+    if len(policies) > 1 and not args.compare:
+        raise SystemExit("render: several --policy values need --compare")
+    costs = record(args.problem, args.num_nodes, list(policies.items()), seed=args.seed, out=args.out, **variant)
+    for name, cost in costs.items():
+        print(f"{name}: cost {cost:.4f}")
+    return 0
+
+
+def single_env_policy(policy):
+    """Adapt a decoding-protocol policy with ``predict`` to ``policy(env, obs) -> action``."""
+    return lambda env, obs: int(policy.predict(obs, deterministic=True)[0])
+
+
+def cmd_play(args) -> int:
+    from .visual import play
+
+    opponent = None
+    if args.opponent:
+        opponent = single_env_policy(load_policy(args.opponent, args.problem, args.num_nodes))
+    play(args.problem, args.num_nodes, seed=args.seed, opponent=opponent)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="routing-gym", description=__doc__)
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("train", help="train the attention model with REINFORCE (rollout baseline)")
+    t.add_argument("--problem", choices=PROBLEM_CHOICES, default="tsp")
+    t.add_argument("--num-nodes", type=int, default=20)
+    t.add_argument("--prize-type", choices=("const", "unif", "dist"))
+    t.add_argument("--epochs", type=int)
+    t.add_argument("--epoch-size", type=int)
+    t.add_argument("--batch-size", type=int)
+    t.add_argument("--lr", type=float)
+    t.add_argument("--lr-decay", type=float)
+    t.add_argument("--baseline", choices=("rollout", "exponential"))
+    t.add_argument("--eval-size", type=int)
+    t.add_argument("--val-size", type=int)
+    t.add_argument("--seed", type=int)
+    t.add_argument("--device")
+    t.add_argument("--bf16", action="store_true", default=None)
+    t.add_argument("--out-dir")
+    t.add_argument("--resume", help="a trainer checkpoint (OUT_DIR/last.pt) to continue from")
+    t.add_argument("--no-progress", action="store_true")
+    t.set_defaults(func=cmd_train)
+
+    e = sub.add_parser("eval", help="evaluate a policy on a dataset or on seeded instances")
+    e.add_argument("--problem", choices=PROBLEM_CHOICES, required=True)
+    e.add_argument("--num-nodes", type=int)
+    e.add_argument("--prize-type", choices=("const", "unif", "dist"), default="dist")
+    e.add_argument("--policy", required=True, help="checkpoint path, 'pretrained', 'nearest' or 'random'")
+    e.add_argument("--dataset", help=".npz dataset (DESIGN.md format); else --num-instances seeded instances")
+    e.add_argument("--num-instances", type=int, default=10_000)
+    e.add_argument("--seed", type=int, default=1234)
+    e.add_argument("--decode", choices=("greedy", "sample"), default="greedy")
+    e.add_argument("--batch-size", type=int, default=1000)
+    e.add_argument("--device", default="cpu")
+    e.set_defaults(func=cmd_eval)
+
+    r = sub.add_parser("render", help="record (or show) a rollout; --compare puts policies side by side")
+    r.add_argument("--problem", choices=PROBLEM_CHOICES, required=True)
+    r.add_argument("--num-nodes", type=int, default=20)
+    r.add_argument("--prize-type", choices=("const", "unif", "dist"), default="dist")
+    r.add_argument("--policy", action="append", required=True, help="random, nearest or a checkpoint (repeatable)")
+    r.add_argument("--compare", action="store_true")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--out", help="rollout.gif or .mp4; without it a window opens")
+    r.set_defaults(func=cmd_render)
+
+    p = sub.add_parser("play", help="build a tour by clicking, then compare with a policy")
+    p.add_argument("--problem", choices=PROBLEM_CHOICES, default="tsp")
+    p.add_argument("--num-nodes", type=int, default=20)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--opponent", help="policy to compare with (default: nearest neighbour)")
+    p.set_defaults(func=cmd_play)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"routing-gym {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

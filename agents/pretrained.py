@@ -1,0 +1,70 @@
+"""Policy files: saving a trained policy, loading any policy checkpoint, and the shipped models.
+
+Shipped models live in ``agents/weights/{problem}{n}.pt`` (e.g. ``tsp20.pt``): routing-gym checkpoints
+of kind ``policy`` with a ``meta`` record (problem, size, instances seen, trainer settings, validation
+cost). :func:`load_pretrained` finds them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .attention_model import AttentionModel, AttentionModelConfig
+from .checkpoint import FORMAT, load_checkpoint, save_checkpoint
+
+WEIGHTS_DIR = Path(__file__).with_name("weights")
+
+
+def save_policy(path: str | os.PathLike, policy: AttentionModel, meta: dict[str, Any]) -> None:
+    """Save a policy's weights and config with a metadata record (a few MB for the default model)."""
+    save_checkpoint(path, kind="policy", payload={"model_config": dataclasses.asdict(policy.config),
+                                                  "model": policy.state_dict(), "meta": meta})
+
+
+def load_policy_file(path: str | os.PathLike, device: Any = "cpu") -> AttentionModel:
+    """An attention model from a routing-gym checkpoint (kind ``policy`` or ``trainer``) or from the
+    reference weights of Kool et al. (a dict with only a ``model`` state dict, ``args.json`` beside it)."""
+    path = Path(path)
+    try:
+        raw = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001
+        raise ValueError(f"checkpoint {path} is corrupt or not a torch file: {type(e).__name__}: {e}") from None
+    if isinstance(raw, dict) and "format" not in raw and set(raw) >= {"model"}:
+        from .kool_weights import load_kool_weights
+
+        return load_kool_weights(path).to(device)
+    if isinstance(raw, dict) and raw.get("format") == FORMAT:
+        ckpt = load_checkpoint(path)
+        if ckpt.get("kind") not in ("policy", "trainer"):
+            raise ValueError(f"checkpoint {path} holds a {ckpt.get('kind')!r}, not a policy")
+        try:
+            policy = AttentionModel(AttentionModelConfig(**ckpt["model_config"]))
+            policy.load_state_dict(ckpt["model"])
+        except (KeyError, TypeError, RuntimeError) as e:
+            raise ValueError(f"checkpoint {path} does not describe a valid attention model: {e}") from None
+        return policy.to(device).eval()
+    raise ValueError(f"checkpoint {path} is neither a routing-gym checkpoint nor reference weights")
+
+
+def pretrained_path(problem: str, num_nodes: int) -> Path:
+    return WEIGHTS_DIR / f"{problem.lower()}{num_nodes}.pt"
+
+
+def available_pretrained() -> list[str]:
+    return sorted(p.stem for p in WEIGHTS_DIR.glob("*.pt"))
+
+
+def load_pretrained(problem: str, num_nodes: int, device: Any = "cpu") -> AttentionModel:
+    """The shipped attention model for a problem and size, e.g. ``load_pretrained("tsp", 20)``."""
+    path = pretrained_path(problem, num_nodes)
+    if not path.is_file():
+        raise ValueError(f"no shipped model for {problem}-{num_nodes}; available: {available_pretrained() or 'none'}")
+    return load_policy_file(path, device=device)
+
+
+def pretrained_meta(problem: str, num_nodes: int) -> dict:
+    return load_checkpoint(pretrained_path(problem, num_nodes), kind="policy")["meta"]

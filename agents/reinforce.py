@@ -1,0 +1,320 @@
+"""REINFORCE with a greedy-rollout baseline (Kool, van Hoof & Welling, ICLR 2019), on the vector envs.
+
+The loop reads top to bottom in :meth:`Trainer.train_epoch`: draw a batch of fresh random instances,
+roll the baseline policy out greedily (no gradient), roll the policy out by sampling, and step Adam on
+``mean((cost - baseline) * log_likelihood)``. At the end of an epoch the rollout baseline is replaced
+when the policy is better on its evaluation set by a one-sided paired t-test; during the warm-up epochs
+an exponential moving average of the cost is the baseline instead. Every epoch ends with a greedy
+validation on a fixed seeded set and a checkpoint from which ``--resume`` continues exactly.
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import dataclasses
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from scipy import stats
+from torch import Tensor
+
+from routing_gym.problems import get_problem
+
+from .attention_model import AttentionModel, AttentionModelConfig
+from .checkpoint import load_checkpoint, save_checkpoint
+from .decoding import evaluate, make_env, rollout
+
+BASELINES = ("rollout", "exponential")
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run depends on; the paper's values are the defaults."""
+
+    problem: str = "tsp"
+    """``tsp``, ``cvrp``, ``op`` or ``pctsp``."""
+    num_nodes: int = 20
+    """Customers (TSP: nodes) per instance."""
+    prize_type: str = "dist"
+    """OP prize distribution (``const``, ``unif``, ``dist``); ignored by the other problems."""
+    epochs: int = 100
+    """Number of epochs."""
+    epoch_size: int = 1_280_000
+    """Fresh random training instances per epoch."""
+    batch_size: int = 512
+    """Instances per gradient step."""
+    lr: float = 1e-4
+    """Adam learning rate."""
+    lr_decay: float = 1.0
+    """Learning rate multiplied by this after every epoch."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clipping threshold."""
+    baseline: str = "rollout"
+    """``rollout`` (greedy rollout of a frozen copy, replaced by the t-test) or ``exponential``."""
+    warmup_epochs: int = 1
+    """Epochs during which the exponential baseline stands in for the rollout baseline."""
+    exp_beta: float = 0.8
+    """Decay of the exponential moving-average baseline."""
+    bl_alpha: float = 0.05
+    """Significance level of the one-sided paired t-test that replaces the rollout baseline."""
+    eval_size: int = 10_000
+    """Instances in the rollout baseline's evaluation set (regenerated when the baseline changes)."""
+    val_size: int = 10_000
+    """Instances in the fixed validation set."""
+    val_seed: int = 1234
+    """Seed of the validation set (kept apart from the training stream)."""
+    seed: int = 0
+    """Seed of the training stream (instances, sampling, initial weights)."""
+    device: str = "auto"
+    """``auto`` (CUDA when available), ``cpu``, ``cuda`` or ``cuda:K``."""
+    bf16: bool = False
+    """bf16 autocast on CUDA for the forward passes."""
+    eval_batch_size: int = 1024
+    """Batch size of the greedy evaluations (baseline and validation)."""
+    out_dir: str = "runs/train"
+    """Where checkpoints, ``metrics.csv`` and TensorBoard logs go."""
+    model: dict = field(default_factory=dict)
+    """Overrides of :class:`AttentionModelConfig` fields (e.g. ``{"n_layers": 2}``)."""
+
+    def variant(self) -> dict:
+        return {"prize_type": self.prize_type} if self.problem == "op" else {}
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(name)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} asked for, but CUDA is not available")
+    return dev
+
+
+def paired_t_test_better(candidate: Tensor, baseline: Tensor, alpha: float) -> tuple[bool, float]:
+    """Is ``candidate`` (costs, lower is better) better than ``baseline`` on the same instances?
+
+    One-sided paired t-test: returns (mean candidate < mean baseline and p < alpha, p).
+    """
+    c, b = candidate.double().cpu().numpy(), baseline.double().cpu().numpy()
+    if c.mean() >= b.mean():
+        return False, 1.0
+    t, p_two_sided = stats.ttest_rel(c, b)
+    p = float(p_two_sided) / 2
+    return bool(p < alpha), p
+
+
+class Trainer:
+    """Holds the policy, its baseline, the optimiser and the RNG streams of one training run."""
+
+    def __init__(self, config: TrainConfig, policy: AttentionModel | None = None, *, init_baseline: bool = True):
+        self.cfg = config
+        self.device = resolve_device(config.device)
+        self.problem = get_problem(config.problem)
+        if config.baseline not in BASELINES:
+            raise ValueError(f"baseline must be one of {BASELINES}, got {config.baseline!r}")
+        if policy is None:
+            with torch.random.fork_rng(devices=[]):  # seeded initial weights, global RNG left as it was
+                torch.manual_seed(config.seed)
+                policy = AttentionModel(AttentionModelConfig(problem=config.problem, **config.model))
+        self.policy = policy.to(self.device)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.lr)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda e: config.lr_decay ** e)
+        self.generator = torch.Generator(device=self.device).manual_seed(config.seed)
+        self.epoch = 0
+        self.instances_seen = 0
+        self.exp_value: float | None = None
+        self.baseline_policy: AttentionModel | None = None
+        self.eval_set = None
+        self.eval_costs: Tensor | None = None
+        self.val_set = self.problem.generate(config.val_size, config.num_nodes, device=self.device,
+                                             generator=torch.Generator(device=self.device).manual_seed(config.val_seed),
+                                             **config.variant())
+        self.env = make_env(config.problem, config.num_nodes, config.batch_size, self.device, **config.variant())
+        if config.baseline == "rollout" and init_baseline:
+            self._replace_baseline()
+
+    # -- baseline --------------------------------------------------------------------------------
+    def _greedy_costs(self, policy, instances) -> Tensor:
+        policy.eval()
+        with torch.no_grad(), self._autocast():
+            return evaluate(policy, self.cfg.problem, instances, batch_size=self.cfg.eval_batch_size,
+                            device=self.device, **self.cfg.variant())
+
+    def _replace_baseline(self) -> None:
+        """Freeze a copy of the policy as the rollout baseline, with a fresh evaluation set."""
+        self.baseline_policy = copy.deepcopy(self.policy).eval().requires_grad_(False)
+        self.eval_set = self.problem.generate(self.cfg.eval_size, self.cfg.num_nodes, generator=self.generator,
+                                              **self.cfg.variant())
+        self.eval_costs = self._greedy_costs(self.baseline_policy, self.eval_set)
+
+    def _use_rollout(self) -> bool:
+        return self.cfg.baseline == "rollout" and self.epoch >= self.cfg.warmup_epochs
+
+    def _baseline_values(self, instances, costs: Tensor) -> Tensor:
+        if self._use_rollout():
+            return self._greedy_costs(self.baseline_policy, instances)
+        mean = float(costs.mean())
+        self.exp_value = mean if self.exp_value is None else self.cfg.exp_beta * self.exp_value + (1 - self.cfg.exp_beta) * mean
+        return torch.full_like(costs, self.exp_value)
+
+    def _epoch_end_baseline(self) -> dict:
+        """Kool's rollout-baseline callback: replace it when the policy is significantly better."""
+        if self.cfg.baseline != "rollout":
+            return {"baseline_p": float("nan"), "baseline_replaced": 0}
+        candidate = self._greedy_costs(self.policy, self.eval_set)
+        better, p = paired_t_test_better(candidate, self.eval_costs, self.cfg.bl_alpha)
+        if better:
+            self._replace_baseline()
+        return {"baseline_p": p, "baseline_replaced": int(better)}
+
+    def _autocast(self):
+        enabled = self.cfg.bf16 and self.device.type == "cuda"
+        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=enabled)
+
+    # -- training ----------------------------------------------------------------------------------
+    def train_batch(self) -> tuple[float, float]:
+        """One gradient step on a fresh batch; returns (mean sampled cost, gradient norm)."""
+        cfg = self.cfg
+        instances = self.problem.generate(cfg.batch_size, cfg.num_nodes, generator=self.generator, **cfg.variant())
+        self.policy.train()
+        with self._autocast():
+            out = rollout(self.policy, self.env, instances, strategy="sample", generator=self.generator)
+        with torch.no_grad():
+            bl = self._baseline_values(instances, out.cost)
+        loss = ((out.cost - bl).detach() * out.log_likelihood).mean()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
+        self.optimizer.step()
+        self.instances_seen += cfg.batch_size
+        return float(out.cost.mean()), float(grad_norm)
+
+    def train_epoch(self, progress: bool = True) -> dict:
+        cfg = self.cfg
+        steps = math.ceil(cfg.epoch_size / cfg.batch_size)
+        start = time.perf_counter()
+        costs = []
+        bar = _progress(steps, f"epoch {self.epoch}", progress)
+        for i in range(steps):
+            cost, _ = self.train_batch()
+            costs.append(cost)
+            if bar is not None:
+                rate = (i + 1) * cfg.batch_size / (time.perf_counter() - start)
+                bar.set_postfix(cost=f"{cost:.4f}", inst_s=f"{rate:.0f}")
+                bar.update()
+        if bar is not None:
+            bar.close()
+        train_time = time.perf_counter() - start
+        row = {"epoch": self.epoch, "instances_seen": self.instances_seen, "train_cost": sum(costs) / len(costs),
+               "lr": self.optimizer.param_groups[0]["lr"], "train_time_s": train_time,
+               "instances_per_s": steps * cfg.batch_size / train_time}
+        row.update(self._epoch_end_baseline())
+        row["val_cost"] = float(self._greedy_costs(self.policy, self.val_set).mean())
+        self.scheduler.step()
+        self.epoch += 1
+        return row
+
+    def fit(self, progress: bool = True, log: bool = True) -> list[dict]:
+        """Train until ``cfg.epochs``; after each epoch write a checkpoint and the metrics."""
+        out = Path(self.cfg.out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        writer = _tensorboard(out) if log else None
+        rows = []
+        if log:
+            print(f"training {self.cfg.problem}-{self.cfg.num_nodes} on {_describe(self.device)} from epoch {self.epoch}")
+        while self.epoch < self.cfg.epochs:
+            row = self.train_epoch(progress=progress)
+            rows.append(row)
+            self.save(out / "last.pt")
+            _append_csv(out / "metrics.csv", row)
+            if writer is not None:
+                for key, value in row.items():
+                    if key != "epoch":
+                        writer.add_scalar(key, value, row["epoch"])
+                writer.flush()
+            if log:
+                print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
+        return rows
+
+    # -- checkpoints -------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {
+            "config": dataclasses.asdict(self.cfg),
+            "model_config": dataclasses.asdict(self.policy.config),
+            "model": self.policy.state_dict(),
+            "baseline_model": None if self.baseline_policy is None else self.baseline_policy.state_dict(),
+            "eval_set": None if self.eval_set is None else self.eval_set._asdict(),
+            "eval_costs": self.eval_costs,
+            "exp_value": self.exp_value,
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "generator": self.generator.get_state(),
+            "epoch": self.epoch,
+            "instances_seen": self.instances_seen,
+        }
+
+    def save(self, path: str | os.PathLike) -> None:
+        save_checkpoint(path, kind="trainer", payload=self.state_dict())
+
+    @classmethod
+    def resume(cls, path: str | os.PathLike, **overrides: Any) -> "Trainer":
+        """A trainer restored from a checkpoint, continuing at the next epoch (``overrides`` change
+        config fields such as ``epochs`` or ``out_dir``)."""
+        ckpt = load_checkpoint(path, kind="trainer")
+        config = dict(ckpt["config"], **overrides)
+        if overrides.get("problem", ckpt["config"]["problem"]) != ckpt["config"]["problem"]:
+            raise ValueError(f"checkpoint {path} trains {ckpt['config']['problem']!r}, not {overrides['problem']!r}")
+        trainer = cls(TrainConfig(**config), policy=AttentionModel(AttentionModelConfig(**ckpt["model_config"])),
+                      init_baseline=False)
+        try:
+            trainer.policy.load_state_dict(ckpt["model"])
+            if ckpt["baseline_model"] is not None:
+                trainer.baseline_policy = copy.deepcopy(trainer.policy).eval().requires_grad_(False)
+                trainer.baseline_policy.load_state_dict(ckpt["baseline_model"])
+            trainer.optimizer.load_state_dict(ckpt["optimizer"])
+            trainer.scheduler.load_state_dict(ckpt["scheduler"])
+        except (RuntimeError, KeyError, ValueError) as e:
+            raise ValueError(f"checkpoint {path} does not match the model it describes: {e}") from None
+        if ckpt["eval_set"] is not None:
+            trainer.eval_set = trainer.problem.Instance(**{k: v.to(trainer.device) for k, v in ckpt["eval_set"].items()})
+            trainer.eval_costs = ckpt["eval_costs"].to(trainer.device)
+        trainer.exp_value = ckpt["exp_value"]
+        trainer.generator.set_state(ckpt["generator"])
+        trainer.epoch = ckpt["epoch"]
+        trainer.instances_seen = ckpt["instances_seen"]
+        return trainer
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="batch", leave=False)
+
+
+def _tensorboard(out: Path):
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # tensorboard is optional
+        return None
+    return SummaryWriter(str(out / "tb"))
+
+
+def _append_csv(path: Path, row: dict) -> None:
+    new = not path.exists()
+    with path.open("a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(row))
+        if new:
+            w.writeheader()
+        w.writerow(row)
+
+
+def _describe(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return f"cpu ({torch.get_num_threads()} threads)"

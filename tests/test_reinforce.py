@@ -1,0 +1,79 @@
+"""The REINFORCE trainer: it learns, its baseline test decides right, and resume is exact."""
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from agents.checkpoint import load_checkpoint
+from agents.reinforce import TrainConfig, Trainer, paired_t_test_better
+
+SMALL_MODEL = {"embed_dim": 32, "n_heads": 4, "n_layers": 1, "ff_hidden": 64}
+
+
+def small_config(tmp_path, **overrides):
+    base = dict(problem="tsp", num_nodes=8, epochs=2, epoch_size=128, batch_size=64, eval_size=128, val_size=128,
+                lr=1e-3, out_dir=str(tmp_path / "run"), model=SMALL_MODEL, seed=3)
+    base.update(overrides)
+    return TrainConfig(**base)
+
+
+def test_train__short_cpu_run_lowers_greedy_validation_cost(tmp_path):
+    trainer = Trainer(small_config(tmp_path, num_nodes=10, epochs=4, epoch_size=1280, batch_size=128))
+    before = float(trainer._greedy_costs(trainer.policy, trainer.val_set).mean())
+    rows = trainer.fit(progress=False, log=False)
+    after = rows[-1]["val_cost"]
+    assert after < before - 0.3, (before, [r["val_cost"] for r in rows])
+    assert (tmp_path / "run" / "metrics.csv").read_text().count("\n") == 5  # header + 4 epochs
+
+
+def test_t_test__replaces_only_on_a_significant_improvement():
+    g = torch.Generator().manual_seed(0)
+    base = 4 + torch.rand(1000, generator=g)
+    noise = 0.05 * torch.randn(1000, generator=g)
+    assert paired_t_test_better(base - 0.02 + noise, base, 0.05)[0]  # small but consistent gain
+    assert not paired_t_test_better(base + 0.02 + noise, base, 0.05)[0]  # worse
+    better, p = paired_t_test_better(base - 0.001 + noise, base, 0.05)  # within the noise
+    assert not better and p > 0.05
+
+
+def test_resume__continues_exactly_as_an_uninterrupted_run(tmp_path):
+    straight = Trainer(small_config(tmp_path / "a", epochs=3))
+    straight.fit(progress=False, log=False)
+    first = Trainer(small_config(tmp_path / "b", epochs=1))
+    first.fit(progress=False, log=False)
+    resumed = Trainer.resume(tmp_path / "b" / "run" / "last.pt", epochs=3)
+    assert resumed.epoch == 1
+    resumed.fit(progress=False, log=False)
+    for (name, p), q in zip(straight.policy.state_dict().items(), resumed.policy.state_dict().values()):
+        assert torch.equal(p, q), name
+
+
+def test_checkpoint__corrupt_or_foreign_files_are_named(tmp_path):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="bad.pt is corrupt"):
+        Trainer.resume(bad)
+    foreign = tmp_path / "foreign.pt"
+    torch.save({"weights": torch.zeros(2)}, foreign)
+    with pytest.raises(ValueError, match="not a routing-gym checkpoint"):
+        load_checkpoint(foreign)
+    trainer = Trainer(small_config(tmp_path, epochs=1, baseline="exponential"))
+    trainer.fit(progress=False, log=False)
+    with pytest.raises(ValueError, match="trains 'tsp', not 'cvrp'"):
+        Trainer.resume(tmp_path / "run" / "last.pt", problem="cvrp")
+
+
+def test_cli__train_then_eval_a_checkpoint(tmp_path):
+    out = tmp_path / "cli"
+    cmd = [sys.executable, "-m", "agents.cli", "train", "--problem", "cvrp", "--num-nodes", "5", "--epochs", "1",
+           "--epoch-size", "64", "--batch-size", "32", "--eval-size", "64", "--val-size", "64",
+           "--baseline", "exponential", "--out-dir", str(out), "--no-progress"]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-m", "agents.cli", "eval", "--problem", "cvrp", "--num-nodes", "5",
+                          "--policy", str(out / "last.pt"), "--num-instances", "50"],
+                         check=True, capture_output=True, text=True)
+    assert "cvrp-5" in res.stdout and "mean cost" in res.stdout
+    res = subprocess.run([sys.executable, "-m", "agents.cli", "eval", "--problem", "tsp", "--num-nodes", "5",
+                          "--policy", str(out / "last.pt"), "--num-instances", "5"], capture_output=True, text=True)
+    assert res.returncode == 2 and "holds a cvrp policy, not tsp" in res.stderr
