@@ -175,7 +175,59 @@ class RoutingEnv(gym.Env):
 
 
 class TSPEnv(RoutingEnv):
-    """TSP."""
+    """Travelling salesman: visit each of N nodes once and return to the start, minimising length.
+
+    ## Description
+    N nodes uniform in the unit square (Kool, van Hoof & Welling, ICLR 2019). The first action chooses
+    the start node; every action appends a node to the tour.
+
+    ## Action Space
+    ``Discrete(N)``: the next node.
+    Actions forbidden by ``action_mask`` follow ``invalid_action`` (see Arguments). Stepping after the
+    episode ended raises ``RuntimeError``.
+
+    ## Observation Space
+    ``Dict``:
+
+    | key | dtype | shape | meaning |
+    |---|---|---|---|
+    | ``locs`` | float32 | (N, 2) | coordinates in [0, 1] |
+    | ``first_node`` | int64 (``Discrete(N)``) | () | start node (0 before the first action) |
+    | ``current_node`` | int64 (``Discrete(N)``) | () | last node visited (0 before the first action) |
+    | ``step`` | float32 | (1,) | actions taken, in [0, N] |
+    | ``action_mask`` | int8 (``MultiBinary(N)``) | (N,) | 1 = allowed: the unvisited nodes |
+
+    ## Rewards
+    Minus the length of the edge added by the step (0 for the first action); the last step also adds
+    the closing edge back to the start. The episode's rewards sum to minus the tour length.
+
+    ## Starting State
+    A fresh random instance from ``self.np_random``, or ``options["instance"] = {"locs": (N, 2)}``.
+
+    ## Episode End
+    Terminates when every node is visited (or on a masked action); never truncates.
+    When the episode ends, ``info`` holds ``cost`` (float, minus the episode's return: the sum of the
+    rewards is exactly ``-cost``), ``tour`` (int64 array of the actions taken) and ``invalid_action``.
+
+    ## Arguments
+    - ``num_nodes``: N, default 20 (``routing/TSP-20``, ``-50``, ``-100``; ``routing/TSP-v0`` takes it).
+    - ``render_mode``: ``None``, ``"human"`` (a pygame window at ``metadata["render_fps"]``) or
+      ``"rgb_array"`` ((H, W, 3) uint8 frames).
+    - ``invalid_action``: ``"terminate"`` (default; a masked action ends the episode with reward
+      ``-2 * sqrt(2) * N`` and ``info["invalid_action"] = True``) or ``"raise"`` (``ValueError`` naming
+      the allowed actions; the state is unchanged).
+    - ``render_size``: ``(width, height)`` of the frames in pixels, default ``(600, 600)``.
+
+    ## Example
+    >>> import gymnasium as gym, routing_gym
+    >>> env = gym.make("routing/TSP-20")
+    >>> obs, info = env.reset(seed=0)
+    >>> obs["locs"].shape, int(obs["action_mask"].sum())
+    ((20, 2), 20)
+
+    ## Version History
+    - v0: initial release.
+    """
 
     problem = TSP
 
@@ -185,7 +237,66 @@ class TSPEnv(RoutingEnv):
 
 
 class CVRPEnv(RoutingEnv):
-    """CVRP."""
+    """Capacitated vehicle routing: serve every customer's demand with routes from the depot.
+
+    ## Description
+    Depot (node 0) and n customers uniform in the unit square; integer demands U{1..9} divided by
+    the capacity 20/30/40/50 for n = 10/20/50/100, interpolated for other n (Kool et al. 2019). The
+    vehicle refills at the depot.
+
+    ## Action Space
+    ``Discrete(n + 1)``: the next node (0 = back to the depot).
+    Actions forbidden by ``action_mask`` follow ``invalid_action`` (see Arguments). Stepping after the
+    episode ended raises ``RuntimeError``.
+
+    ## Observation Space
+    ``Dict`` (N = n + 1):
+
+    | key | dtype | shape | meaning |
+    |---|---|---|---|
+    | ``locs`` | float32 | (N, 2) | coordinates in [0, 1], depot first |
+    | ``demand`` | float32 | (N,) | demand / capacity in (0, 1], depot 0 |
+    | ``remaining_capacity`` | float32 | (1,) | capacity left on the current route, in [0, 1] |
+    | ``current_node`` | int64 (``Discrete(N)``) | () | where the vehicle is (0 = depot) |
+    | ``step`` | float32 | (1,) | actions taken, in [0, 2n] |
+    | ``action_mask`` | int8 (``MultiBinary(N)``) | (N,) | 1 = allowed |
+
+    A customer is allowed when unserved and its demand fits the remaining capacity (1e-5 float
+    slack); the depot is allowed unless the vehicle is at the depot while a customer is allowed (so
+    never as the first action, never twice in a row while customers remain).
+
+    ## Rewards
+    Minus the edge length of the step; the step serving the last customer also adds the return to the
+    depot. The rewards sum to minus the total length of all routes.
+
+    ## Starting State
+    At the depot with a full vehicle: a random instance, or ``options["instance"] = {"locs": (N, 2),
+    "demand": (N,)}`` (demand as a fraction of capacity; a demand above 1 is refused as infeasible).
+
+    ## Episode End
+    Terminates when the last customer is served (or on a masked action); never truncates.
+    When the episode ends, ``info`` holds ``cost`` (float, minus the episode's return: the sum of the
+    rewards is exactly ``-cost``), ``tour`` (int64 array of the actions taken) and ``invalid_action``.
+
+    ## Arguments
+    - ``num_nodes``: n customers, default 20 (``routing/CVRP-20``, ``-50``, ``-100``, ``routing/CVRP-v0``).
+    - ``render_mode``: ``None``, ``"human"`` (a pygame window at ``metadata["render_fps"]``) or
+      ``"rgb_array"`` ((H, W, 3) uint8 frames).
+    - ``invalid_action``: ``"terminate"`` (default; a masked action ends the episode with reward
+      ``-2 * sqrt(2) * N`` and ``info["invalid_action"] = True``) or ``"raise"`` (``ValueError`` naming
+      the allowed actions; the state is unchanged).
+    - ``render_size``: ``(width, height)`` of the frames in pixels, default ``(600, 600)``.
+
+    ## Example
+    >>> import gymnasium as gym, routing_gym
+    >>> env = gym.make("routing/CVRP-20")
+    >>> obs, info = env.reset(seed=0)
+    >>> obs["locs"].shape, float(obs["remaining_capacity"][0]), int(obs["action_mask"][0])
+    ((21, 2), 1.0, 0)
+
+    ## Version History
+    - v0: initial release.
+    """
 
     problem = CVRP
 
@@ -195,7 +306,66 @@ class CVRPEnv(RoutingEnv):
 
 
 class OPEnv(RoutingEnv):
-    """OP."""
+    """Orienteering: collect the most prize on a tour from the depot no longer than ``max_length``.
+
+    ## Description
+    Depot (node 0) and n nodes uniform in the unit square; max length 2/3/4 for n = 20/50/100,
+    interpolated for other n; prizes ``const`` (1), ``unif`` ({1..100}/100) or ``dist`` (default,
+    ``(1 + floor(99 d0i / max_j d0j)) / 100``), as Kool et al. 2019.
+
+    ## Action Space
+    ``Discrete(n + 1)``: the next node; 0 returns to the depot and ends the tour.
+    Actions forbidden by ``action_mask`` follow ``invalid_action`` (see Arguments). Stepping after the
+    episode ended raises ``RuntimeError``.
+
+    ## Observation Space
+    ``Dict`` (N = n + 1):
+
+    | key | dtype | shape | meaning |
+    |---|---|---|---|
+    | ``locs`` | float32 | (N, 2) | coordinates in [0, 1], depot first |
+    | ``prize`` | float32 | (N,) | prize in [0, 1], depot 0 |
+    | ``remaining_length`` | float32 | (1,) | max length minus the length so far, in [0, sqrt(2) N] |
+    | ``current_node`` | int64 (``Discrete(N)``) | () | where the tour is (0 = depot) |
+    | ``step`` | float32 | (1,) | actions taken, in [0, N] |
+    | ``action_mask`` | int8 (``MultiBinary(N)``) | (N,) | 1 = allowed |
+
+    A node is allowed when unvisited and the depot can still be reached through it:
+    ``length + d(current, i) + d(i, 0) <= max_length - 1e-6``. The depot is always allowed.
+
+    ## Rewards
+    The prize of the node visited (0 for the depot). The rewards sum to the prize collected, i.e. minus
+    the cost.
+
+    ## Starting State
+    At the depot: a random instance, or ``options["instance"] = {"locs": (N, 2), "prize": (N,),
+    "max_length": float}`` (max length in (0, sqrt(2) N]).
+
+    ## Episode End
+    Terminates when the depot is chosen (or on a masked action); never truncates.
+    When the episode ends, ``info`` holds ``cost`` (float, minus the episode's return: the sum of the
+    rewards is exactly ``-cost``), ``tour`` (int64 array of the actions taken) and ``invalid_action``.
+
+    ## Arguments
+    - ``num_nodes``: n, default 20 (``routing/OP-20``, ``-50``, ``-100``, ``routing/OP-v0``).
+    - ``prize_type``: ``"const"``, ``"unif"`` or ``"dist"`` (default).
+    - ``render_mode``: ``None``, ``"human"`` (a pygame window at ``metadata["render_fps"]``) or
+      ``"rgb_array"`` ((H, W, 3) uint8 frames).
+    - ``invalid_action``: ``"terminate"`` (default; a masked action ends the episode with reward
+      ``-2 * sqrt(2) * N`` and ``info["invalid_action"] = True``) or ``"raise"`` (``ValueError`` naming
+      the allowed actions; the state is unchanged).
+    - ``render_size``: ``(width, height)`` of the frames in pixels, default ``(600, 600)``.
+
+    ## Example
+    >>> import gymnasium as gym, routing_gym
+    >>> env = gym.make("routing/OP-20")
+    >>> obs, info = env.reset(seed=0)
+    >>> float(obs["remaining_length"][0]), float(obs["prize"].max())
+    (2.0, 1.0)
+
+    ## Version History
+    - v0: initial release.
+    """
 
     problem = OP
 
@@ -208,7 +378,67 @@ class OPEnv(RoutingEnv):
 
 
 class PCTSPEnv(RoutingEnv):
-    """PCTSP."""
+    """Prize-collecting TSP: collect a prize of at least 1, minimising length plus the penalties of the
+    nodes left out.
+
+    ## Description
+    Depot (node 0) and n nodes uniform in the unit square; penalties U(0, 3K/n) with K = 2/3/4 for
+    n = 20/50/100 (interpolated for other n), prizes U(0, 4/n), as Kool et al. 2019 (deterministic
+    prizes).
+
+    ## Action Space
+    ``Discrete(n + 1)``: the next node; 0 returns to the depot and ends the tour.
+    Actions forbidden by ``action_mask`` follow ``invalid_action`` (see Arguments). Stepping after the
+    episode ended raises ``RuntimeError``.
+
+    ## Observation Space
+    ``Dict`` (N = n + 1):
+
+    | key | dtype | shape | meaning |
+    |---|---|---|---|
+    | ``locs`` | float32 | (N, 2) | coordinates in [0, 1], depot first |
+    | ``prize`` | float32 | (N,) | prize in [0, 1], depot 0 |
+    | ``penalty`` | float32 | (N,) | penalty in [0, sqrt(2) N] if left unvisited, depot 0 |
+    | ``prize_to_collect`` | float32 | (1,) | ``max(0, 1 - prize collected)`` |
+    | ``current_node`` | int64 (``Discrete(N)``) | () | where the tour is (0 = depot) |
+    | ``step`` | float32 | (1,) | actions taken, in [0, N] |
+    | ``action_mask`` | int8 (``MultiBinary(N)``) | (N,) | 1 = allowed |
+
+    Every unvisited node is allowed; the depot once the prize collected reaches 1, or when every node
+    has been visited.
+
+    ## Rewards
+    Minus the edge length of the step; the final (depot) step also subtracts the penalties of the
+    unvisited nodes. The rewards sum to minus the cost.
+
+    ## Starting State
+    At the depot: a random instance, or ``options["instance"] = {"locs": (N, 2), "prize": (N,),
+    "penalty": (N,)}``.
+
+    ## Episode End
+    Terminates when the depot is chosen (or on a masked action); never truncates.
+    When the episode ends, ``info`` holds ``cost`` (float, minus the episode's return: the sum of the
+    rewards is exactly ``-cost``), ``tour`` (int64 array of the actions taken) and ``invalid_action``.
+
+    ## Arguments
+    - ``num_nodes``: n, default 20 (``routing/PCTSP-20``, ``-50``, ``-100``, ``routing/PCTSP-v0``).
+    - ``render_mode``: ``None``, ``"human"`` (a pygame window at ``metadata["render_fps"]``) or
+      ``"rgb_array"`` ((H, W, 3) uint8 frames).
+    - ``invalid_action``: ``"terminate"`` (default; a masked action ends the episode with reward
+      ``-2 * sqrt(2) * N`` and ``info["invalid_action"] = True``) or ``"raise"`` (``ValueError`` naming
+      the allowed actions; the state is unchanged).
+    - ``render_size``: ``(width, height)`` of the frames in pixels, default ``(600, 600)``.
+
+    ## Example
+    >>> import gymnasium as gym, routing_gym
+    >>> env = gym.make("routing/PCTSP-20")
+    >>> obs, info = env.reset(seed=0)
+    >>> float(obs["prize_to_collect"][0]), int(obs["action_mask"][0])
+    (1.0, 0)
+
+    ## Version History
+    - v0: initial release.
+    """
 
     problem = PCTSP
 
