@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--batch-size", type=int)
     t.add_argument("--lr", type=float)
     t.add_argument("--lr-decay", type=float)
-    t.add_argument("--baseline", choices=("rollout", "exponential"))
+    t.add_argument("--baseline", choices=("rollout", "exponential", "pomo"))
     t.add_argument("--eval-size", type=int)
     t.add_argument("--val-size", type=int)
     t.add_argument("--seed", type=int)

@@ -32,7 +32,8 @@ def make_env(problem: str, num_nodes: int, batch_size: int, device: Any = "cpu",
                         device=device, array_type="torch", autoreset_mode=AutoresetMode.DISABLED, **variant)
 
 
-def rollout(policy, env, instances, *, strategy: str = "greedy", generator: torch.Generator | None = None) -> Rollout:
+def rollout(policy, env, instances, *, strategy: str = "greedy", generator: torch.Generator | None = None,
+            first_actions: Tensor | None = None) -> Rollout:
     """Decode one episode for each of the env's B instances.
 
     Args:
@@ -41,6 +42,9 @@ def rollout(policy, env, instances, *, strategy: str = "greedy", generator: torc
         instances: the problem's ``Instance`` of B instances (tensors), or a dict of arrays.
         strategy: ``"greedy"`` (argmax) or ``"sample"`` (from the policy's distribution).
         generator: torch generator for sampling, on the env's device.
+        first_actions: (B,) int64 forced first actions (multi-start decoding and POMO's shared
+            baseline), on the env's device, taken where the first mask allows them (else the policy
+            chooses); forced actions' log-probabilities are not counted in ``log_likelihood``.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
@@ -52,14 +56,18 @@ def rollout(policy, env, instances, *, strategy: str = "greedy", generator: torc
     log_likelihood = torch.zeros(b, device=env.device)
     actions = []
     max_steps = int(env.single_observation_space["step"].high[0])
-    for _ in range(max_steps):
+    for t in range(max_steps):
         logp = policy.log_probs(cache, obs)
         if strategy == "greedy":
             a = logp.argmax(dim=-1)
         else:
             a = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
-        pending = ~env.state.done
-        log_likelihood = log_likelihood + torch.where(pending, logp.gather(1, a[:, None]).squeeze(1), 0.0)
+        counted = ~env.state.done
+        if t == 0 and first_actions is not None:  # forced where allowed (an OP node may be out of reach)
+            forced = obs["action_mask"].gather(1, first_actions[:, None]).squeeze(1)
+            a = torch.where(forced, first_actions, a)
+            counted = counted & ~forced
+        log_likelihood = log_likelihood + torch.where(counted, logp.gather(1, a[:, None]).squeeze(1), 0.0)
         obs, reward, terminated, _, _ = env.step(a)
         cost = cost - reward
         actions.append(a)
@@ -68,6 +76,12 @@ def rollout(policy, env, instances, *, strategy: str = "greedy", generator: torc
     else:
         raise RuntimeError(f"rollout did not finish within {max_steps} steps")
     return Rollout(cost=cost, log_likelihood=log_likelihood, actions=torch.stack(actions, dim=1))
+
+
+def start_nodes(problem: str, n_total: int, device=None) -> Tensor:
+    """The first actions of multi-start decoding: every node for TSP, every customer otherwise."""
+    first = 0 if problem == "tsp" else 1
+    return torch.arange(first, n_total, device=device)
 
 
 @torch.no_grad()

@@ -27,9 +27,9 @@ from routing_gym.problems import get_problem
 
 from .attention_model import AttentionModel, AttentionModelConfig
 from .checkpoint import load_checkpoint, save_checkpoint
-from .decoding import evaluate, make_env, rollout
+from .decoding import evaluate, make_env, rollout, start_nodes
 
-BASELINES = ("rollout", "exponential")
+BASELINES = ("rollout", "exponential", "pomo")
 
 
 @dataclass
@@ -55,7 +55,9 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     """Gradient-norm clipping threshold."""
     baseline: str = "rollout"
-    """``rollout`` (greedy rollout of a frozen copy, replaced by the t-test) or ``exponential``."""
+    """``rollout`` (greedy rollout of a frozen copy, replaced by the t-test), ``exponential``, or
+    ``pomo`` (Kwon et al. 2020: each instance sampled from every start node, their mean cost the shared
+    baseline; ``batch_size`` then counts instances, each rolled out N times)."""
     warmup_epochs: int = 1
     """Epochs during which the exponential baseline stands in for the rollout baseline."""
     exp_beta: float = 0.8
@@ -133,7 +135,9 @@ class Trainer:
         self.val_set = self.problem.generate(config.val_size, config.num_nodes, device=self.device,
                                              generator=torch.Generator(device=self.device).manual_seed(config.val_seed),
                                              **config.variant())
-        self.env = make_env(config.problem, config.num_nodes, config.batch_size, self.device, **config.variant())
+        self.starts = start_nodes(config.problem, self.problem.num_nodes_total(config.num_nodes), self.device)
+        rollouts = config.batch_size * (len(self.starts) if config.baseline == "pomo" else 1)
+        self.env = make_env(config.problem, config.num_nodes, rollouts, self.device, **config.variant())
         if config.baseline == "rollout" and init_baseline:
             self._replace_baseline()
 
@@ -164,7 +168,7 @@ class Trainer:
     def _epoch_end_baseline(self) -> dict:
         """Kool's rollout-baseline callback: replace it when the policy is significantly better."""
         if self.cfg.baseline != "rollout":
-            return {"baseline_p": float("nan"), "baseline_replaced": 0}
+            return {"baseline_p": float("nan"), "baseline_replaced": 0}  # nothing to replace
         candidate = self._greedy_costs(self.policy, self.eval_set)
         better, p = paired_t_test_better(candidate, self.eval_costs, self.cfg.bl_alpha)
         if better:
@@ -181,10 +185,18 @@ class Trainer:
         cfg = self.cfg
         instances = self.problem.generate(cfg.batch_size, cfg.num_nodes, generator=self.generator, **cfg.variant())
         self.policy.train()
-        with self._autocast():
-            out = rollout(self.policy, self.env, instances, strategy="sample", generator=self.generator)
-        with torch.no_grad():
-            bl = self._baseline_values(instances, out.cost)
+        if cfg.baseline == "pomo":
+            k = len(self.starts)
+            repeated = type(instances)(*(f.repeat_interleave(k, dim=0) for f in instances))
+            with self._autocast():
+                out = rollout(self.policy, self.env, repeated, strategy="sample", generator=self.generator,
+                              first_actions=self.starts.repeat(cfg.batch_size))
+            bl = out.cost.view(cfg.batch_size, k).mean(dim=1).repeat_interleave(k)
+        else:
+            with self._autocast():
+                out = rollout(self.policy, self.env, instances, strategy="sample", generator=self.generator)
+            with torch.no_grad():
+                bl = self._baseline_values(instances, out.cost)
         loss = ((out.cost - bl).detach() * out.log_likelihood).mean()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()

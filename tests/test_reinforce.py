@@ -77,3 +77,11 @@ def test_cli__train_then_eval_a_checkpoint(tmp_path):
     res = subprocess.run([sys.executable, "-m", "agents.cli", "eval", "--problem", "tsp", "--num-nodes", "5",
                           "--policy", str(out / "last.pt"), "--num-instances", "5"], capture_output=True, text=True)
     assert res.returncode == 2 and "holds a cvrp policy, not tsp" in res.stderr
+
+
+def test_pomo_baseline__learns_with_shared_multi_start_baseline(tmp_path):
+    trainer = Trainer(small_config(tmp_path, num_nodes=8, epochs=2, epoch_size=256, batch_size=32, baseline="pomo"))
+    assert trainer.env.num_envs == 32 * 8  # every node as a start
+    before = float(trainer._greedy_costs(trainer.policy, trainer.val_set).mean())
+    rows = trainer.fit(progress=False, log=False)
+    assert rows[-1]["val_cost"] < before - 0.2, (before, [r["val_cost"] for r in rows])
