@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
+from gymnasium.error import DependencyNotInstalled
 
 BACKGROUND = (246, 246, 243)
 PAPER_COLOUR = (255, 255, 255)  # the unit square
@@ -42,15 +44,16 @@ TEXT_COLOUR = (30, 30, 35)
 MUTED_TEXT_COLOUR = (120, 120, 125)
 DEPOT_COLOUR = (35, 35, 45)
 CURRENT_COLOUR = (255, 140, 0)
-NODE_COLOUR = (96, 105, 120)
+NODE_COLOUR = (82, 86, 96)
 DIMMED_COLOUR = (222, 222, 222)
 DIMMED_OUTLINE_COLOUR = (195, 195, 195)
 PENALTY_COLOUR = (200, 30, 30)
 GAUGE_BACK_COLOUR = (225, 225, 222)
-GAUGE_FILL_COLOUR = (96, 105, 120)
+GAUGE_FILL_COLOUR = (82, 86, 96)
 GAUGE_DONE_COLOUR = (60, 150, 80)  # PCTSP's prize gauge once the threshold is reached
 DONE_COLOUR = (60, 150, 80)
 INVALID_COLOUR = (200, 30, 30)
+NOTE_COLOUR = (200, 30, 30)
 ROUTE_COLOURS = (  # route k of CVRP gets ROUTE_COLOURS[k % 10]; the single tour of TSP/OP/PCTSP the first
     (31, 119, 180), (44, 160, 44), (148, 103, 189), (214, 39, 40), (23, 190, 207),
     (140, 86, 75), (227, 119, 194), (188, 189, 34), (57, 59, 121), (0, 128, 128),
@@ -58,23 +61,18 @@ ROUTE_COLOURS = (  # route k of CVRP gets ROUTE_COLOURS[k % 10]; the single tour
 SUPERSAMPLE = 2
 BASE_SIZE = 600  # lengths below are in pixels of a 600-pixel frame and scale with min(W, H)
 
-LEGENDS = {
-    "tsp": "diamond = start   orange = current node",
-    "cvrp": "square = depot   one colour per route   grey = does not fit",
-    "op": "square = depot   size = prize   grey = out of reach",
-    "pctsp": "square = depot   size = prize   red ring = penalty if skipped",
-}
+
+class PygameNotInstalled(DependencyNotInstalled, ImportError):
+    """pygame is missing: caught as Gymnasium's ``DependencyNotInstalled`` or as ``ImportError``."""
 
 
-def _pygame():
+def import_pygame():
     """Import pygame on first use, with an install hint when it is missing."""
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
     try:
         import pygame
     except ImportError as e:
-        from gymnasium.error import DependencyNotInstalled
-
-        raise DependencyNotInstalled('pygame is not installed: run `pip install pygame` to render') from e
+        raise PygameNotInstalled("pygame is not installed: run `pip install pygame` to render") from e
     return pygame
 
 
@@ -144,34 +142,76 @@ def snapshot(problem_name: str, state, tour, cost: float) -> Snapshot:
                     cost=float(cost), extra=extra)
 
 
-def _complete(snap: Snapshot) -> bool:
-    """Whether a done episode ended by the rules (not by a masked action)."""
-    if snap.name == "tsp":
-        return len(snap.tour) == len(snap.locs)
-    if snap.name == "cvrp":
-        return bool(snap.visited[1:].all())
-    return bool(snap.tour) and snap.tour[-1] == 0
+def _tsp_paths(snap: Snapshot, finished: bool) -> list[list[int]]:
+    return [snap.tour + snap.tour[:1]] if finished and snap.tour else [list(snap.tour)]
+
+
+def _cvrp_paths(snap: Snapshot, finished: bool) -> list[list[int]]:
+    out, cur = [], []
+    for a in snap.tour:
+        if a == 0 and cur:
+            out.append([0] + cur + [0])
+        cur = [] if a == 0 else cur + [a]
+    return out + ([[0] + cur + ([0] if finished else [])] if cur else [])
+
+
+def _depot_path(snap: Snapshot, finished: bool) -> list[list[int]]:
+    return [[0] + snap.tour]
+
+
+def _tsp_gauge(snap: Snapshot, routes: int):
+    k, n = int(snap.visited.sum()), len(snap.locs)
+    return k / n, ROUTE_COLOURS[0], f"visited {k} / {n}"
+
+
+def _cvrp_gauge(snap: Snapshot, routes: int):
+    used = float(snap.extra["used"])
+    colour = ROUTE_COLOURS[(routes - 1) % len(ROUTE_COLOURS)] if routes else GAUGE_FILL_COLOUR
+    served, n = int(snap.visited[1:].sum()), len(snap.locs) - 1
+    return used, colour, f"load {used:.0%}    routes {routes}    served {served} / {n}"
+
+
+def _op_gauge(snap: Snapshot, routes: int):
+    total = float(snap.extra["max_length"])
+    left = max(total - float(snap.extra["length"]), 0.0)
+    return left / total, ROUTE_COLOURS[0], f"length left {left:.2f} / {total:.2f}"
+
+
+def _pctsp_gauge(snap: Snapshot, routes: int):
+    got = float(snap.extra["collected"])
+    left_out = float((snap.extra["penalty"] * ~snap.visited).sum())
+    colour = GAUGE_DONE_COLOUR if got >= 1.0 else ROUTE_COLOURS[0]
+    return min(got, 1.0), colour, f"prize {got:.2f} / 1.00    penalties unvisited {left_out:.2f}"
+
+
+class Style(NamedTuple):
+    """What differs between the problems' frames."""
+    legend: str  # the header's second line
+    has_depot: bool
+    paths: Callable  # (snapshot, finished) -> node sequences, one per route colour
+    gauge: Callable  # (snapshot, routes so far) -> (fill fraction, fill colour, text) of the footer
+    complete: Callable  # snapshot of a done episode -> ended by the rules (not by a masked action)
+    header: Callable = lambda snap: ""  # extra header text
+
+
+STYLES = {
+    "tsp": Style("diamond = start   orange = current node", False, _tsp_paths, _tsp_gauge,
+                 lambda snap: len(snap.tour) == len(snap.locs)),
+    "cvrp": Style("square = depot   one colour per route   grey = does not fit", True, _cvrp_paths, _cvrp_gauge,
+                  lambda snap: bool(snap.visited[1:].all())),
+    "op": Style("square = depot   size = prize   grey = out of reach", True, _depot_path, _op_gauge,
+                lambda snap: bool(snap.tour) and snap.tour[-1] == 0,
+                lambda snap: f"  (prize {float(snap.extra['collected']):.2f})"),
+    "pctsp": Style("square = depot   size = prize   red ring = penalty if skipped", True, _depot_path, _pctsp_gauge,
+                   lambda snap: bool(snap.tour) and snap.tour[-1] == 0),
+}
 
 
 def routes(snap: Snapshot) -> list[list[int]]:
     """The node sequences to draw, one per colour: TSP one path (closed when done), CVRP one per route
     (split at depot visits, each from and, when finished, back to the depot), OP/PCTSP one from the depot."""
-    tour, finished = snap.tour, snap.done and _complete(snap)
-    if snap.name == "tsp":
-        return [tour + tour[:1]] if finished and tour else [list(tour)]
-    if snap.name != "cvrp":
-        return [[0] + tour]
-    out, cur = [], []
-    for a in tour:
-        if a == 0:
-            if cur:
-                out.append([0] + cur + [0])
-            cur = []
-        else:
-            cur.append(a)
-    if cur:
-        out.append([0] + cur + ([0] if finished else []))
-    return out
+    style = STYLES[snap.name]
+    return style.paths(snap, snap.done and style.complete(snap))
 
 
 def _radii(snap: Snapshot, base: float) -> np.ndarray:
@@ -180,34 +220,6 @@ def _radii(snap: Snapshot, base: float) -> np.ndarray:
         return np.full(len(snap.locs), base)
     rel = np.sqrt(np.clip(prize / prize[1:].max(), 0.0, 1.0))  # area in proportion to the prize
     return base * (0.55 + 0.85 * rel)
-
-
-def _header(snap: Snapshot) -> str:
-    n = len(snap.locs) - (0 if snap.name == "tsp" else 1)
-    text = f"{snap.name.upper()}-{n}    step {snap.step}    cost {snap.cost:.3f}"
-    if snap.name == "op":
-        text += f"  (prize {float(snap.extra['collected']):.2f})"
-    return text
-
-
-def _gauge(snap: Snapshot, route_count: int) -> tuple[float, tuple, str]:
-    """(fill fraction, fill colour, text) of the footer gauge."""
-    e = snap.extra
-    if snap.name == "tsp":
-        k, n = int(snap.visited.sum()), len(snap.locs)
-        return k / n, ROUTE_COLOURS[0], f"visited {k} / {n}"
-    if snap.name == "cvrp":
-        used = float(e["used"])
-        colour = ROUTE_COLOURS[(route_count - 1) % len(ROUTE_COLOURS)] if route_count else GAUGE_FILL_COLOUR
-        served, n = int(snap.visited[1:].sum()), len(snap.locs) - 1
-        return used, colour, f"load {used:.0%}    routes {route_count}    served {served} / {n}"
-    if snap.name == "op":
-        total, left = float(e["max_length"]), max(float(e["max_length"]) - float(e["length"]), 0.0)
-        return left / total, ROUTE_COLOURS[0], f"length left {left:.2f} / {total:.2f}"
-    got = float(e["collected"])
-    left_out = float((e["penalty"] * ~snap.visited).sum())
-    colour = GAUGE_DONE_COLOUR if got >= 1.0 else ROUTE_COLOURS[0]
-    return min(got, 1.0), colour, f"prize {got:.2f} / 1.00    penalties unvisited {left_out:.2f}"
 
 
 # -- drawing ----------------------------------------------------------------------------------------
@@ -226,9 +238,11 @@ def _font(pygame, px: int, bold: bool = False):
     return _FONTS[key]
 
 
-def render_surface(problem_name: str, state, tour, cost: float, size: tuple[int, int] = (600, 600)):
-    """The frame as an off-screen ``pygame.Surface`` of ``size`` (the work of :class:`Viewer`)."""
-    pygame = _pygame()
+def render_surface(problem_name: str, state, tour, cost: float, size: tuple[int, int] = (600, 600),
+                   note: str | None = None):
+    """The frame as an off-screen ``pygame.Surface`` of ``size`` (the work of :class:`Viewer`); a
+    ``note`` replaces the legend line, in ``NOTE_COLOUR`` (e.g. why a click was refused)."""
+    pygame = import_pygame()
     snap = snapshot(problem_name, state, tour, cost)
     ss = SUPERSAMPLE
     w, h = int(size[0]), int(size[1])
@@ -251,10 +265,13 @@ def render_surface(problem_name: str, state, tour, cost: float, size: tuple[int,
         colour = ROUTE_COLOURS[k % len(ROUTE_COLOURS)]
         if len(path) > 1:
             pygame.draw.lines(surf, colour, False, [pts[i] for i in path], max(2, round(2.6 * u)))
+            for a, b in zip(path, path[1:]):
+                _arrow(pygame, surf, colour, pts[a], pts[b], 5.5 * u)
         for i in path:
             colour_of[i] = k % len(ROUTE_COLOURS)
 
-    depot = snap.name != "tsp"
+    style = STYLES[snap.name]
+    depot = style.has_depot
     started = depot or snap.step > 0
     outline = max(1, round(1.2 * u))
     for i, (p, r) in enumerate(zip(pts, radii)):
@@ -270,7 +287,7 @@ def render_surface(problem_name: str, state, tour, cost: float, size: tuple[int,
             rel = snap.extra["penalty"][i] / max(float(snap.extra["penalty"].max()), 1e-9)
             ring = max(1, round((1.0 + 3.0 * rel) * u))
             pygame.draw.circle(surf, PENALTY_COLOUR, p, round(r + ring + outline))
-        if snap.name == "tsp" and started and i == int(snap.extra["first"]):
+        if not depot and started and i == int(snap.extra["first"]):
             d = round(r * 1.45)
             pygame.draw.polygon(surf, edge, [(p[0], p[1] - d - outline), (p[0] + d + outline, p[1]),
                                              (p[0], p[1] + d + outline), (p[0] - d - outline, p[1])])
@@ -283,38 +300,56 @@ def render_surface(problem_name: str, state, tour, cost: float, size: tuple[int,
         half = round(node_radius(len(pts), size) * ss * 1.35)
         pygame.draw.rect(surf, PAPER_COLOUR, pygame.Rect(pts[0][0] - half - outline, pts[0][1] - half - outline,
                                                          2 * (half + outline) + 1, 2 * (half + outline) + 1))
-        pygame.draw.rect(surf, DEPOT_COLOUR, pygame.Rect(pts[0][0] - half, pts[0][1] - half, 2 * half + 1, 2 * half + 1))
+        square = pygame.Rect(pts[0][0] - half, pts[0][1] - half, 2 * half + 1, 2 * half + 1)
+        pygame.draw.rect(surf, DEPOT_COLOUR, square)
 
-    if started and not (snap.done and snap.name != "tsp"):
+    if started and not snap.done:
         c = snap.current
         r = half * 1.45 if depot and c == 0 else radii[c]
         pygame.draw.circle(surf, CURRENT_COLOUR, pts[c], round(r + 5 * u), max(2, round(2.4 * u)))
         if not (depot and c == 0):
             pygame.draw.circle(surf, CURRENT_COLOUR, pts[c], round(radii[c]))
 
-    _draw_header(pygame, surf, snap, lay, ss)
-    _draw_footer(pygame, surf, snap, lay, ss, sum(1 for p in paths if len(p) > 1) if snap.name == "cvrp" else 0)
+    _draw_header(pygame, surf, snap, lay, ss, note)
+    _draw_footer(pygame, surf, snap, lay, ss, sum(1 for p in paths if len(p) > 1))
     return pygame.transform.smoothscale(surf, (w, h))
 
 
-def _draw_header(pygame, surf, snap: Snapshot, lay: Layout, ss: int) -> None:
+def _arrow(pygame, surf, colour, a, b, size: float) -> None:
+    """A small arrowhead at the middle of the edge a -> b (none on edges too short to hold one)."""
+    dx, dy = b[0] - a[0], b[1] - a[1]
+    length = math.hypot(dx, dy)
+    if length < 6 * size:
+        return
+    ux, uy = dx / length, dy / length
+    mx, my = a[0] + dx / 2 + ux * size, a[1] + dy / 2 + uy * size
+    back = (mx - 2 * size * ux, my - 2 * size * uy)
+    pygame.draw.polygon(surf, colour, [(mx, my), (back[0] - size * uy, back[1] + size * ux),
+                                       (back[0] + size * uy, back[1] - size * ux)])
+
+
+def _draw_header(pygame, surf, snap: Snapshot, lay: Layout, ss: int, note: str | None) -> None:
     u = lay.scale * ss
     left = round(14 * u)
-    title = _font(pygame, round(22 * u), bold=True).render(_header(snap), True, TEXT_COLOUR)
+    style = STYLES[snap.name]
+    n = len(snap.locs) - style.has_depot
+    header = f"{snap.name.upper()}-{n}    step {snap.step}    cost {snap.cost:.3f}{style.header(snap)}"
+    title = _font(pygame, round(22 * u), bold=True).render(header, True, TEXT_COLOUR)
     surf.blit(title, (left, round(9 * u)))
     if snap.done:
-        status, colour = ("done", DONE_COLOUR) if _complete(snap) else ("ended: invalid action", INVALID_COLOUR)
+        status, colour = ("done", DONE_COLOUR) if style.complete(snap) else ("ended: invalid action", INVALID_COLOUR)
     else:
         status, colour = "running", MUTED_TEXT_COLOUR
     badge = _font(pygame, round(20 * u), bold=True).render(status, True, colour)
     surf.blit(badge, (surf.get_width() - left - badge.get_width(), round(10 * u)))
-    legend = _font(pygame, round(17 * u)).render(LEGENDS[snap.name], True, MUTED_TEXT_COLOUR)
+    legend = _font(pygame, round(17 * u), bold=bool(note)).render(note or style.legend, True,
+                                                                 NOTE_COLOUR if note else MUTED_TEXT_COLOUR)
     surf.blit(legend, (left, round(33 * u)))
 
 
 def _draw_footer(pygame, surf, snap: Snapshot, lay: Layout, ss: int, route_count: int) -> None:
     u = lay.scale * ss
-    fraction, colour, text = _gauge(snap, route_count)
+    fraction, colour, text = STYLES[snap.name].gauge(snap, route_count)
     top = surf.get_height() - round(lay.footer * ss)
     bar_h = round(12 * u)
     bar = pygame.Rect(round(14 * u), top + (round(lay.footer * ss) - bar_h) // 2, round(170 * u), bar_h)
@@ -328,13 +363,13 @@ def _draw_footer(pygame, surf, snap: Snapshot, lay: Layout, ss: int, route_count
 
 def surface_to_array(surf) -> np.ndarray:
     """(H, W, 3) uint8 copy of a pygame surface."""
-    pygame = _pygame()
+    pygame = import_pygame()
     return np.ascontiguousarray(pygame.surfarray.array3d(surf).transpose(1, 0, 2), dtype=np.uint8)
 
 
 def side_by_side(frames: list[np.ndarray], captions: list[str], caption_height: int | None = None) -> np.ndarray:
     """Frames (H, W, 3) placed left to right, each under a caption strip: (H + c, sum W, 3) uint8."""
-    pygame = _pygame()
+    pygame = import_pygame()
     h = max(f.shape[0] for f in frames)
     c = caption_height if caption_height is not None else max(20, round(min(h, frames[0].shape[1]) / BASE_SIZE * 34))
     out = np.empty((h + c, sum(f.shape[1] for f in frames), 3), dtype=np.uint8)
@@ -369,15 +404,15 @@ class Viewer:
     """
 
     def __init__(self, problem_name: str, render_mode: str, fps: int, size: tuple[int, int] = (600, 600)):
-        if str(problem_name).lower() not in LEGENDS:
-            raise ValueError(f"unknown problem {problem_name!r}; choose one of {sorted(LEGENDS)}")
+        if str(problem_name).lower() not in STYLES:
+            raise ValueError(f"unknown problem {problem_name!r}; choose one of {sorted(STYLES)}")
         if render_mode not in ("human", "rgb_array"):
             raise ValueError(f"render_mode must be 'human' or 'rgb_array', got {render_mode!r}")
         self.problem_name = str(problem_name).lower()
         self.render_mode = render_mode
         self.fps = int(fps)
         self.size = (int(size[0]), int(size[1]))
-        self._pygame = _pygame()
+        self._pygame = import_pygame()
         self._window = None
         self._clock = None
         self._closed_by_user = False
@@ -424,7 +459,7 @@ def save_png(problem, state, tour, cost: float, path: str, size: tuple[int, int]
 
     ``problem`` is the problem class (or its name); no window is opened.
     """
-    pygame = _pygame()
+    pygame = import_pygame()
     name = getattr(problem, "name", problem)
     pygame.image.save(render_surface(str(name).lower(), state, tour, cost, size), str(path))
     return str(path)

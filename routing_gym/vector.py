@@ -69,6 +69,7 @@ class RoutingVectorEnv(VectorEnv):
             host synchronisation).
         max_episode_steps: optional truncation after this many steps of an episode.
         render_mode: ``"rgb_array"`` to draw sub-env 0.
+        render_size: ``(width, height)`` of the frames, default ``(600, 600)``.
 
     Seeding: ``reset(seed=s)`` gives sub-env i the instance that a single env gets from
     ``reset(seed=s + i)`` (generated on the CPU, then moved); later automatic resets draw from one batched
@@ -80,7 +81,7 @@ class RoutingVectorEnv(VectorEnv):
     def __init__(self, num_envs: int, num_nodes: int, *, device: Any = "cpu",
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, array_type: str = "numpy",
                  invalid_action: str = "terminate", max_episode_steps: int | None = None,
-                 render_mode: str | None = None, **variant: Any):
+                 render_mode: str | None = None, render_size: tuple[int, int] = (600, 600), **variant: Any):
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
         if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)) or num_nodes < 2:
@@ -106,6 +107,7 @@ class RoutingVectorEnv(VectorEnv):
         self.invalid_action = invalid_action
         self.max_episode_steps = max_episode_steps
         self.render_mode = render_mode
+        self.render_size = (int(render_size[0]), int(render_size[1]))
         self.metadata = {"autoreset_mode": mode, "render_modes": ["rgb_array"], "render_fps": 4}
         self.invalid_penalty = invalid_penalty(self.n_total)
         self._variant = variant
@@ -120,7 +122,9 @@ class RoutingVectorEnv(VectorEnv):
         self._elapsed = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
         self._needs_reset = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         max_steps = int(self.single_observation_space["step"].high[0])
-        self._tour_buf = np.zeros((self.num_envs, max_steps), dtype=np.int64)  # numpy mode: actions taken
+        # actions taken, kept on the host in numpy mode (for info["tour"]) and when rendering
+        self._records_tours = array_type == "numpy" or render_mode is not None
+        self._tour_buf = np.zeros((self.num_envs, max_steps), dtype=np.int64)
         self._tour_len = np.zeros(self.num_envs, dtype=np.int64)
         self._viewer = None
 
@@ -188,9 +192,7 @@ class RoutingVectorEnv(VectorEnv):
         self._return[rows] = 0.0
         self._elapsed[rows] = 0
         self._needs_reset[rows] = False
-        if self.array_type == "numpy":
-            rows_np = rows.cpu().numpy()
-            self._tour_len[rows_np] = 0
+        self._tour_len[rows.cpu().numpy()] = 0
         return self._observation(), {}
 
     def step(self, actions):
@@ -219,8 +221,9 @@ class RoutingVectorEnv(VectorEnv):
         terminated = state.done & ~truncated if mode == AutoresetMode.DISABLED else ended & ~truncated
         infos: dict[str, Any] = {}
         final = ended | truncated
-        if self.array_type == "numpy":
+        if self._records_tours:
             self._record_tours(a, ~prev_done & ~invalid & ~resetting)
+        if self.array_type == "numpy":
             infos = self._final_infos(final, invalid)
         else:
             infos = {"cost": -self._return, "_cost": ended & ~invalid, "invalid_action": invalid, "_invalid_action": invalid}
@@ -247,8 +250,7 @@ class RoutingVectorEnv(VectorEnv):
         self.state = replace_rows(self.state, rows, self._fresh(len(rows), None, None))
         self._return[rows] = 0.0
         self._elapsed[rows] = 0
-        if self.array_type == "numpy":
-            self._tour_len[rows.cpu().numpy()] = 0
+        self._tour_len[rows.cpu().numpy()] = 0
 
     def _as_actions(self, actions) -> Tensor:
         if isinstance(actions, Tensor):
@@ -310,10 +312,11 @@ class RoutingVectorEnv(VectorEnv):
         from .render import Viewer
 
         if self._viewer is None:
-            self._viewer = Viewer(self.problem.name, render_mode="rgb_array", fps=self.metadata["render_fps"])
+            self._viewer = Viewer(self.problem.name, render_mode="rgb_array", fps=self.metadata["render_fps"],
+                                  size=self.render_size)
         first = type(self.state)(*(f[:1] if isinstance(f, Tensor) else type(f)(*(g[:1] for g in f))
                                    for f in self.state))
-        tour = self._tour_buf[0, :self._tour_len[0]].tolist() if self.array_type == "numpy" else []
+        tour = self._tour_buf[0, :self._tour_len[0]].tolist()
         return self._viewer.draw(self.problem, first, tour, float(-self._return[0]))
 
     def close_extras(self, **kwargs):
@@ -330,9 +333,10 @@ class TSPVectorEnv(RoutingVectorEnv):
     def __init__(self, num_envs: int = 1, num_nodes: int = 20, *, device: Any = "cpu",
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, array_type: str = "numpy",
                  invalid_action: str = "terminate", max_episode_steps: int | None = None,
-                 render_mode: str | None = None):
+                 render_mode: str | None = None, render_size: tuple[int, int] = (600, 600)):
         super().__init__(num_envs, num_nodes, device=device, autoreset_mode=autoreset_mode, array_type=array_type,
-                         invalid_action=invalid_action, max_episode_steps=max_episode_steps, render_mode=render_mode)
+                         invalid_action=invalid_action, max_episode_steps=max_episode_steps, render_mode=render_mode,
+                         render_size=render_size)
 
 
 class CVRPVectorEnv(RoutingVectorEnv):
@@ -343,9 +347,10 @@ class CVRPVectorEnv(RoutingVectorEnv):
     def __init__(self, num_envs: int = 1, num_nodes: int = 20, *, device: Any = "cpu",
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, array_type: str = "numpy",
                  invalid_action: str = "terminate", max_episode_steps: int | None = None,
-                 render_mode: str | None = None):
+                 render_mode: str | None = None, render_size: tuple[int, int] = (600, 600)):
         super().__init__(num_envs, num_nodes, device=device, autoreset_mode=autoreset_mode, array_type=array_type,
-                         invalid_action=invalid_action, max_episode_steps=max_episode_steps, render_mode=render_mode)
+                         invalid_action=invalid_action, max_episode_steps=max_episode_steps, render_mode=render_mode,
+                         render_size=render_size)
 
 
 class OPVectorEnv(RoutingVectorEnv):
@@ -356,12 +361,12 @@ class OPVectorEnv(RoutingVectorEnv):
     def __init__(self, num_envs: int = 1, num_nodes: int = 20, *, prize_type: str = "dist", device: Any = "cpu",
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, array_type: str = "numpy",
                  invalid_action: str = "terminate", max_episode_steps: int | None = None,
-                 render_mode: str | None = None):
+                 render_mode: str | None = None, render_size: tuple[int, int] = (600, 600)):
         if prize_type not in PRIZE_TYPES:
             raise ValueError(f"prize_type must be one of {PRIZE_TYPES}, got {prize_type!r}")
         super().__init__(num_envs, num_nodes, device=device, autoreset_mode=autoreset_mode, array_type=array_type,
                          invalid_action=invalid_action, max_episode_steps=max_episode_steps, render_mode=render_mode,
-                         prize_type=prize_type)
+                         render_size=render_size, prize_type=prize_type)
 
 
 class PCTSPVectorEnv(RoutingVectorEnv):
@@ -372,6 +377,7 @@ class PCTSPVectorEnv(RoutingVectorEnv):
     def __init__(self, num_envs: int = 1, num_nodes: int = 20, *, device: Any = "cpu",
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, array_type: str = "numpy",
                  invalid_action: str = "terminate", max_episode_steps: int | None = None,
-                 render_mode: str | None = None):
+                 render_mode: str | None = None, render_size: tuple[int, int] = (600, 600)):
         super().__init__(num_envs, num_nodes, device=device, autoreset_mode=autoreset_mode, array_type=array_type,
-                         invalid_action=invalid_action, max_episode_steps=max_episode_steps, render_mode=render_mode)
+                         invalid_action=invalid_action, max_episode_steps=max_episode_steps, render_mode=render_mode,
+                         render_size=render_size)

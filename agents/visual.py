@@ -1,0 +1,351 @@
+"""Watching policies build tours: record rollouts to GIF/MP4 or a window, and play an instance by hand.
+
+A policy here is any callable ``policy(env, obs) -> int`` acting on the single Gymnasium env
+(``obs`` is its observation dict, ``env`` the env, for what the observation lacks). Two are built in
+(:func:`builtin_policy`): ``"random"`` and ``"nearest"``.
+
+The command line (``routing-gym render`` / ``routing-gym play``) calls :func:`record` and :func:`play`.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+
+import routing_gym  # noqa: F401  (registers the envs)
+from routing_gym.render import import_pygame, node_radius, render_surface, side_by_side, surface_to_array, to_pixel
+
+Policy = Callable[[gym.Env, dict], int]
+FINAL_HOLD_S = 2.0  # how long a GIF/MP4 shows the finished solutions
+
+
+# -- policies ------------------------------------------------------------------------------------------
+def random_policy(seed: int | None = None) -> Policy:
+    """Uniform over the nodes the mask allows, from its own ``numpy`` generator seeded with ``seed``."""
+    rng = np.random.default_rng(seed)
+
+    def policy(env, obs) -> int:
+        return int(rng.choice(np.flatnonzero(obs["action_mask"])))
+
+    policy.name = "random"
+    return policy
+
+
+def nearest_policy(env, obs) -> int:
+    """Nearest neighbour: the allowed node closest (Euclidean) to the current node.
+
+    TSP starts at node 0. In depot problems the depot is chosen only when no other node is allowed
+    (CVRP: the route is full; OP: nothing else is in reach) or, in PCTSP, as soon as the prize
+    threshold is met (``prize_to_collect`` reaches 0).
+    """
+    mask = np.asarray(obs["action_mask"], dtype=bool).copy()
+    has_depot = env.unwrapped.problem.has_depot
+    if not has_depot and int(np.asarray(obs["step"]).reshape(-1)[0]) == 0:
+        return 0
+    if has_depot and mask[0]:
+        done_collecting = "prize_to_collect" in obs and float(np.asarray(obs["prize_to_collect"]).reshape(-1)[0]) <= 0
+        if done_collecting or not mask[1:].any():
+            return 0
+        mask[0] = False
+    locs = np.asarray(obs["locs"], dtype=np.float64)
+    d = np.linalg.norm(locs - locs[int(obs["current_node"])], axis=1)
+    return int(np.argmin(np.where(mask, d, np.inf)))
+
+
+nearest_policy.name = "nearest"
+BUILTIN_POLICIES = {"random": lambda seed=0: random_policy(seed), "nearest": lambda seed=0: nearest_policy}
+
+
+def builtin_policy(name: str, seed: int = 0) -> Policy:
+    """The built-in policy ``"random"`` (seeded with ``seed``) or ``"nearest"``."""
+    try:
+        return BUILTIN_POLICIES[name](seed)
+    except KeyError:
+        raise ValueError(f"unknown policy {name!r}; built-in ones are {sorted(BUILTIN_POLICIES)}") from None
+
+
+def policy_name(policy, index: int = 0) -> str:
+    return getattr(policy, "name", None) or getattr(policy, "__name__", None) or f"policy {index}"
+
+
+# -- episodes ------------------------------------------------------------------------------------------
+def make_env(problem_name: str, num_nodes: int, render_mode: str | None = None,
+             size: tuple[int, int] = (600, 600), **variant: Any) -> gym.Env:
+    return gym.make(f"routing/{problem_name.upper()}-v0", num_nodes=num_nodes, render_mode=render_mode,
+                    render_size=tuple(size), **variant)
+
+
+class Episode(NamedTuple):
+    frames: list  # S + 1 frames (H, W, 3) uint8: before each of the S steps, then the finished solution
+    costs: list  # S + 1 floats, the cost so far at each frame (the last is the episode's cost)
+    tour: list  # the S actions taken
+
+
+FRAME_CHOICES = ("all", "last", "none")
+
+
+def run_episode(policy: Policy, problem_name: str, num_nodes: int, seed: int, size=(600, 600), *,
+                frames: str = "all", **variant: Any) -> Episode:
+    """One episode of ``policy`` on the instance of ``seed`` (``env.reset(seed=seed)``), keeping
+    ``frames``: ``"all"`` (S + 1), ``"last"`` (the finished solution only) or ``"none"``."""
+    if frames not in FRAME_CHOICES:
+        raise ValueError(f"frames must be one of {FRAME_CHOICES}, got {frames!r}")
+    env = make_env(problem_name, num_nodes, None if frames == "none" else "rgb_array", size, **variant)
+    try:
+        obs, _ = env.reset(seed=seed)
+        shots, costs, tour, cost, done = [env.render()] if frames == "all" else [], [0.0], [], 0.0, False
+        while not done:
+            action = int(policy(env, obs))
+            obs, reward, terminated, truncated, info = env.step(action)
+            tour.append(action)
+            cost -= reward
+            done = terminated or truncated
+            costs.append(float(info.get("cost", cost)) if done else cost)
+            if frames == "all" or (frames == "last" and done):
+                shots.append(env.render())
+        return Episode(shots, costs, tour)
+    finally:
+        env.close()
+
+
+def record(problem_name: str, num_nodes: int, policies: list, seed: int, out: str | None, fps: int = 4,
+           size: tuple[int, int] = (600, 600), **variant: Any) -> dict[str, float]:
+    """Roll out each policy on the same instance (``reset(seed=seed)``) and save or show the frames.
+
+    An episode of S steps gives S + 1 frames: frame t (t < S) shows the state in which the policy chose
+    its (t+1)-th action, frame S the finished solution (shown for ``FINAL_HOLD_S`` seconds in a file,
+    still one frame). With several policies the frames are placed side by side under captions with each
+    policy's name and cost (so far, then final); a shorter episode repeats its last frame, so the
+    recording has max(S) + 1 frames.
+
+    Args:
+        problem_name: ``"tsp"``, ``"cvrp"``, ``"op"`` or ``"pctsp"``.
+        num_nodes: customers (TSP: nodes).
+        policies: callables ``policy(env, obs) -> int``, named by their ``name`` attribute (else
+            ``__name__``).
+        seed: the instance's seed.
+        out: ``*.gif`` (Pillow, else imageio), ``*.mp4`` (imageio-ffmpeg), or None to play the frames
+            in a window (held at the end until it is closed, or Esc / Q is pressed).
+        fps: frames per second.
+        size: (W, H) of one policy's frame.
+        variant: problem options passed to ``gym.make`` (e.g. ``prize_type="unif"`` for OP).
+
+    Returns:
+        ``{policy name: cost}``; a repeated name gets ``#2``, ``#3``, ...
+    """
+    if not policies:
+        raise ValueError("record needs at least one policy")
+    if out is not None:
+        _check_writer(str(out))
+    names, runs = [], []
+    for i, policy in enumerate(policies):
+        name = policy_name(policy, i)
+        names.append(name if name not in names else f"{name}#{names.count(name) + 1}")
+        runs.append(run_episode(policy, problem_name, num_nodes, seed, size, **variant))
+    if len(runs) == 1:
+        frames = runs[0].frames
+    else:
+        frames = []
+        for t in range(max(len(r.frames) for r in runs)):
+            captions = []
+            for name, run in zip(names, runs):
+                k = min(t, len(run.frames) - 1)
+                captions.append(f"{name}: cost {run.costs[k]:.3f}" + (" (final)" if k == len(run.frames) - 1 else ""))
+            frames.append(side_by_side([r.frames[min(t, len(r.frames) - 1)] for r in runs], captions))
+    if out is None:
+        show(frames, fps, title=f"routing-gym: {problem_name.upper()}-{num_nodes}")
+    else:
+        write_video(frames, str(out), fps)
+    return {name: run.costs[-1] for name, run in zip(names, runs)}
+
+
+# -- output ----------------------------------------------------------------------------------------------
+def _check_writer(path: str) -> str:
+    """The library that will write ``path`` (``"pillow"``, ``"imageio"`` or ``"imageio-ffmpeg"``), or an
+    error saying what to install."""
+    ext = os.path.splitext(path)[1].lower()
+    if ext == ".gif":
+        for module, lib in (("PIL", "pillow"), ("imageio", "imageio")):
+            if importlib.util.find_spec(module) is not None:
+                return lib
+        raise ModuleNotFoundError("writing a GIF needs Pillow: pip install pillow")
+    if ext == ".mp4":
+        if importlib.util.find_spec("imageio_ffmpeg") is None:
+            raise ModuleNotFoundError("writing an MP4 needs imageio-ffmpeg: pip install imageio-ffmpeg")
+        return "imageio-ffmpeg"
+    raise ValueError(f"unknown video format {ext or path!r}: use .gif or .mp4")
+
+
+def write_video(frames: list[np.ndarray], path: str, fps: int = 4) -> str:
+    """Write (H, W, 3) uint8 frames to ``path`` (.gif or .mp4), one image per frame, the last held for
+    ``FINAL_HOLD_S`` seconds; returns the path."""
+    lib = _check_writer(path)
+    step_ms = round(1000 / fps)
+    hold_ms = max(step_ms, round(FINAL_HOLD_S * 1000))
+    if lib == "pillow":
+        from PIL import Image
+
+        images = [Image.fromarray(f) for f in frames]
+        images[0].save(path, save_all=True, append_images=images[1:], loop=0, optimize=False,
+                       duration=[step_ms] * (len(frames) - 1) + [hold_ms], disposal=1)
+    elif lib == "imageio":
+        import imageio
+
+        imageio.mimsave(path, frames, duration=[step_ms / 1000] * (len(frames) - 1) + [hold_ms / 1000], loop=0)
+    else:
+        import imageio_ffmpeg
+
+        h, w = frames[0].shape[:2]
+        pad = ((0, h % 2), (0, w % 2), (0, 0))  # yuv420p wants even sides
+        writer = imageio_ffmpeg.write_frames(path, (w + w % 2, h + h % 2), fps=fps, macro_block_size=2)
+        writer.send(None)
+        repeats = [1] * (len(frames) - 1) + [max(1, round(FINAL_HOLD_S * fps))]
+        for frame, k in zip(frames, repeats):
+            data = np.ascontiguousarray(np.pad(frame, pad, mode="edge"))
+            for _ in range(k):
+                writer.send(data)
+        writer.close()
+    return path
+
+
+def _quit_requested(pygame, event) -> bool:
+    return event.type == pygame.QUIT or (event.type == pygame.KEYDOWN and event.key in (pygame.K_ESCAPE, pygame.K_q))
+
+
+def show(frames: list[np.ndarray], fps: int = 4, title: str = "routing-gym", hold: bool = True) -> None:
+    """Play frames in a window at ``fps``; then, with ``hold``, keep the last one up until the window is
+    closed (or Esc / Q). Closing the window earlier stops at once."""
+    pygame = import_pygame()
+    pygame.display.init()
+    try:
+        h, w = frames[0].shape[:2]
+        window = pygame.display.set_mode((w, h))
+        pygame.display.set_caption(title)
+        clock = pygame.time.Clock()
+        t = 0
+        while True:
+            if any(_quit_requested(pygame, e) for e in pygame.event.get()):
+                return
+            window.blit(pygame.surfarray.make_surface(frames[t].transpose(1, 0, 2)), (0, 0))
+            pygame.display.flip()
+            clock.tick(fps)
+            if t == len(frames) - 1 and not hold:
+                return
+            t = min(t + 1, len(frames) - 1)
+    finally:
+        pygame.display.quit()
+
+
+# -- playing by hand -------------------------------------------------------------------------------------
+REFUSALS = {  # problem -> (why the depot is refused, why a customer is refused once the mask forbids it)
+    "tsp": ("", "node {i} is not allowed now"),
+    "cvrp": ("the depot cannot be chosen twice in a row (or before any customer)",
+             "node {i} does not fit in the vehicle: return to the depot first"),
+    "op": ("", "node {i} is out of reach: the tour could not get back to the depot in time"),
+    "pctsp": ("collect a prize of 1 before returning to the depot", "node {i} is not allowed now"),
+}
+
+
+def node_at(click_xy, locs, size: tuple[int, int], radius: float) -> int | None:
+    """The node drawn nearest the pixel ``click_xy`` in a frame of ``size``, if it lies within
+    ``radius`` pixels of it, else None. ``locs`` (N, 2) in [0, 1]^2, placed as :func:`to_pixel` does."""
+    pix = to_pixel(locs, size)
+    d = np.hypot(pix[:, 0] - float(click_xy[0]), pix[:, 1] - float(click_xy[1]))
+    i = int(np.argmin(d))
+    return i if d[i] <= radius else None
+
+
+def refusal(problem_name: str, node: int, visited: np.ndarray, has_depot: bool) -> str:
+    """Why a click on the masked ``node`` is refused (shown in the header in place of the legend)."""
+    depot_reason, customer_reason = REFUSALS[problem_name]
+    if has_depot and node == 0:
+        return depot_reason or "the depot is not allowed now"
+    if visited[node]:
+        return f"node {node} is already visited"
+    return customer_reason.format(i=node)
+
+
+def play(problem_name: str, num_nodes: int, seed: int, opponent: Policy | None = None,
+         size: tuple[int, int] = (600, 600), **variant: Any) -> dict[str, float | None]:
+    """A window in which a person builds a tour by clicking nodes, then compares it with ``opponent``.
+
+    A click picks the node drawn nearest to it (within a few node radii); a node the mask forbids
+    refuses the click with a message saying why. Backspace takes the last action back. When the tour is
+    finished the window shows it beside ``opponent``'s (default: ``nearest``) on the same instance
+    (``reset(seed=seed)``), each with its cost. The window closes with its close button, Esc or Q.
+
+    Returns:
+        ``{"you": your cost (None if unfinished), opponent's name: its cost}``.
+    """
+    problem_name = problem_name.lower()
+    opponent = opponent or nearest_policy
+    opp_name = policy_name(opponent, 1)
+    opp = run_episode(opponent, problem_name, num_nodes, seed, size, frames="last", **variant)
+    env = make_env(problem_name, num_nodes, None, size, **variant)
+    core = env.unwrapped
+    pygame = import_pygame()
+    pygame.display.init()
+    try:
+        window = pygame.display.set_mode(size)
+        pygame.display.set_caption(f"routing-gym play: {problem_name.upper()}-{num_nodes} (seed {seed})")
+        clock = pygame.time.Clock()
+        tour: list[int] = []
+        (obs, cost), message, dirty = _replay(env, seed, tour), "", True
+        locs = np.asarray(obs["locs"])
+        radius = max(2.5 * node_radius(len(locs), size), 12.0)
+        while True:
+            for event in pygame.event.get():
+                if _quit_requested(pygame, event):
+                    return {"you": cost if bool(core.state.done[0]) else None, opp_name: opp.costs[-1]}
+                if event.type == pygame.KEYDOWN and event.key == pygame.K_BACKSPACE and tour:
+                    tour.pop()
+                    (obs, cost), message, dirty = _replay(env, seed, tour), "", True
+                elif event.type == pygame.MOUSEBUTTONDOWN and event.button == 1 and not bool(core.state.done[0]):
+                    node = node_at(event.pos, locs, size, radius)
+                    if node is None:
+                        message = "click on a node"
+                    elif not obs["action_mask"][node]:
+                        message = refusal(problem_name, node, core.state.visited[0].numpy(), core.problem.has_depot)
+                    else:
+                        obs, reward, _, _, _ = env.step(node)
+                        tour.append(node)
+                        cost -= reward
+                        message = ""
+                    dirty = True
+            if dirty:
+                frame = _board(problem_name, core, tour, cost, size, message, opp, opp_name)
+                if window.get_size() != (frame.shape[1], frame.shape[0]):
+                    window = pygame.display.set_mode((frame.shape[1], frame.shape[0]))
+                window.blit(pygame.surfarray.make_surface(frame.transpose(1, 0, 2)), (0, 0))
+                pygame.display.flip()
+                dirty = False
+            clock.tick(30)
+    finally:
+        env.close()
+        pygame.display.quit()
+
+
+def _replay(env, seed: int, tour: list[int]) -> tuple[dict, float]:
+    """Reset to the instance of ``seed`` and take ``tour``'s actions: (observation, cost so far)."""
+    obs, _ = env.reset(seed=seed)
+    cost = 0.0
+    for a in tour:
+        obs, reward, _, _, _ = env.step(a)
+        cost -= reward
+    return obs, cost
+
+
+def _board(problem_name: str, core, tour: list[int], cost: float, size, message: str, opp: Episode,
+           opp_name: str) -> np.ndarray:
+    """The frame to show: the board with a message line while playing, both solutions once done."""
+    surf = render_surface(problem_name, core.state, tour, cost, size, note=message or None)
+    if not bool(core.state.done[0]):
+        return surface_to_array(surf)
+    mine, theirs = cost, opp.costs[-1]
+    verdict = "tie" if abs(mine - theirs) < 1e-6 else ("you win" if mine < theirs else f"{opp_name} wins")
+    return side_by_side([surface_to_array(surf), opp.frames[-1]],
+                        [f"you: cost {mine:.3f} ({verdict})", f"{opp_name}: cost {theirs:.3f}"])

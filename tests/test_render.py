@@ -1,0 +1,323 @@
+"""Rendering (routing_gym.render) and visual rollouts (agents.visual), headless."""
+import os
+
+os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+
+import ast
+import inspect
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import routing_gym  # noqa: F401
+import routing_gym.vector
+from agents import visual
+from agents.visual import builtin_policy, nearest_policy, node_at, play, random_policy, record
+from routing_gym import render
+from routing_gym.render import CURRENT_COLOUR, DEPOT_COLOUR, ROUTE_COLOURS, Viewer, save_png, to_pixel
+
+PROBLEMS = ("tsp", "cvrp", "op", "pctsp")
+SIZE = (240, 200)
+
+
+def make(problem, n=8, size=SIZE, render_mode="rgb_array"):
+    return gym.make(f"routing/{problem.upper()}-v0", num_nodes=n, render_mode=render_mode, render_size=size)
+
+
+def pixel(frame, xy):
+    return tuple(int(v) for v in frame[xy[1], xy[0]])
+
+
+def colour_count(frame, colour, min_pixels=10) -> bool:
+    return int(np.all(frame == np.array(colour, dtype=np.uint8), axis=-1).sum()) >= min_pixels
+
+
+def test_to_pixel__unit_square_corners_inside_frame_y_up():
+    for size in ((600, 600), (800, 300), (200, 500)):
+        (x0, y0), (x1, y1) = to_pixel(np.array([[0.0, 0.0], [1.0, 1.0]]), size)
+        assert 0 <= x0 < x1 < size[0] and 0 <= y1 < y0 < size[1]
+        assert abs((x1 - x0) - (y0 - y1)) <= 1  # a square, not stretched
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_render__rgb_array_frame_is_hxw3_uint8(problem):
+    env = make(problem)
+    obs, _ = env.reset(seed=1)
+    done = False
+    while True:
+        frame = env.render()
+        assert frame.shape == (SIZE[1], SIZE[0], 3) and frame.dtype == np.uint8
+        if done:
+            break
+        obs, _, done, _, _ = env.step(nearest_policy(env, obs))
+    env.close()
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_render__frames_deterministic_for_seed(problem):
+    def frames(seed):
+        env = make(problem)
+        obs, _ = env.reset(seed=seed)
+        out = [env.render()]
+        for _ in range(3):
+            obs, *_ = env.step(nearest_policy(env, obs))
+            out.append(env.render())
+        return out
+
+    a, b, c = frames(5), frames(5), frames(6)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert not np.array_equal(a[0], c[0])
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_render__depot_and_current_node_pixels_have_their_colours(problem):
+    env = make(problem, n=10, size=(400, 400))
+    obs, _ = env.reset(seed=0)
+    for _ in range(2):
+        obs, *_ = env.step(nearest_policy(env, obs))
+    frame = env.render()
+    pix = to_pixel(obs["locs"], (400, 400))
+    current = int(obs["current_node"])
+    assert current != 0
+    assert pixel(frame, pix[current]) == CURRENT_COLOUR
+    if problem != "tsp":
+        assert pixel(frame, pix[0]) == DEPOT_COLOUR
+    env.close()
+
+
+def test_render__cvrp_route_colours_equal_routes_so_far():
+    env = make("cvrp", n=20, size=(300, 300))
+    obs, _ = env.reset(seed=3)
+    tour, done, seen_routes = [], False, set()
+    while not done:
+        obs, _, done, _, _ = env.step(a := nearest_policy(env, obs))
+        tour.append(a)
+        routes = len([r for r in " ".join(map(str, tour)).split(" 0") if r.strip(" 0")])  # non-empty routes
+        frame = env.render()
+        shown = sum(colour_count(frame, c) for c in ROUTE_COLOURS)
+        assert shown == min(routes, len(ROUTE_COLOURS)), (tour, shown)
+        seen_routes.add(routes)
+    assert max(seen_routes) >= 2
+    env.close()
+
+
+def test_routes__cvrp_split_at_depot_and_closed_when_done():
+    env = make("cvrp", n=6)
+    obs, _ = env.reset(seed=0)
+    done = False
+    while not done:
+        obs, _, done, _, info = env.step(nearest_policy(env, obs))
+    snap = render.snapshot("cvrp", env.unwrapped.state, info["tour"].tolist(), info["cost"])
+    paths = render.routes(snap)
+    assert all(p[0] == 0 and p[-1] == 0 for p in paths)
+    assert sorted(i for p in paths for i in p if i) == list(range(1, 7))
+
+
+def test_vector_render__returns_frame_of_sub_env_zero():
+    venv = gym.make_vec("routing/CVRP-v0", num_envs=3, vectorization_mode="vector_entry_point", num_nodes=8,
+                        render_mode="rgb_array")
+    env = make("cvrp", size=(600, 600))
+    vobs, _ = venv.reset(seed=4)
+    obs, _ = env.reset(seed=4)
+    for _ in range(3):
+        a = nearest_policy(env, obs)
+        actions = np.array([a] + [int(np.flatnonzero(m)[0]) for m in vobs["action_mask"][1:]])
+        vobs, *_ = venv.step(actions)
+        obs, *_ = env.step(a)
+    frame = venv.render()
+    assert frame.shape == (600, 600, 3) and frame.dtype == np.uint8
+    assert np.array_equal(frame, env.render())
+    venv.close()
+    env.close()
+
+
+def test_viewer__human_mode_runs_episode_and_closes():
+    env = make("tsp", n=5, render_mode="human")
+    env.unwrapped.metadata = {**env.unwrapped.metadata, "render_fps": 1000}
+    obs, _ = env.reset(seed=0)
+    done = False
+    while not done:
+        assert env.render() is None
+        obs, _, done, _, _ = env.step(nearest_policy(env, obs))
+    env.close()
+    env.close()
+
+
+def test_viewer__window_close_button_closes_cleanly():
+    import pygame
+
+    env = make("op", n=5)
+    env.reset(seed=0)
+    state, problem = env.unwrapped.state, env.unwrapped.problem
+    viewer = Viewer("op", render_mode="human", fps=1000, size=(200, 200))
+    assert viewer.draw(problem, state, [], 0.0) is None
+    assert pygame.display.get_surface() is not None
+    pygame.event.post(pygame.event.Event(pygame.QUIT))
+    assert viewer.draw(problem, state, [], 0.0) is None
+    assert not pygame.display.get_init()
+    assert viewer.draw(problem, state, [], 0.0) is None  # no-op, no crash
+    viewer.close()
+
+
+def test_render__pygame_imported_lazily_not_at_module_level():
+    for module in (render, routing_gym.env, routing_gym.vector, visual):
+        tree = ast.parse(inspect.getsource(module))
+        top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        names = [a.name for n in top for a in n.names] + [n.module or "" for n in top if isinstance(n, ast.ImportFrom)]
+        assert not any(name.split(".")[0] == "pygame" for name in names), module.__name__
+
+
+def test_render__missing_pygame_raises_install_hint(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pygame", None)
+    with pytest.raises(ImportError, match="pip install pygame"):
+        Viewer("tsp", render_mode="rgb_array", fps=4)
+
+
+def test_save_png__writes_picture_of_requested_size(tmp_path):
+    import pygame
+
+    env = make("pctsp", n=6)
+    obs, _ = env.reset(seed=0)
+    done = False
+    while not done:
+        obs, _, done, _, info = env.step(nearest_policy(env, obs))
+    path = save_png(env.unwrapped.problem, env.unwrapped.state, info["tour"].tolist(), info["cost"],
+                    tmp_path / "s.png", size=(300, 200))
+    assert pygame.image.load(path).get_size() == (300, 200)
+
+
+def test_nearest_policy__picks_nearest_unvisited_node_from_node_zero():
+    env = make("tsp", n=7)
+    obs, _ = env.reset(seed=2)
+    locs, tour, done = obs["locs"].astype(np.float64), [], False
+    while not done:
+        a = nearest_policy(env, obs)
+        if tour:
+            d = np.linalg.norm(locs - locs[tour[-1]], axis=1)
+            d[tour] = np.inf
+            assert a == int(np.argmin(d))
+        else:
+            assert a == 0
+        tour.append(a)
+        obs, _, done, _, _ = env.step(a)
+    assert sorted(tour) == list(range(7))
+
+
+def test_random_policy__stays_in_mask_and_is_seeded():
+    def episode(seed):
+        env, policy = make("cvrp", n=8), random_policy(seed)
+        obs, _ = env.reset(seed=0)
+        tour, done = [], False
+        while not done:
+            a = policy(env, obs)
+            assert obs["action_mask"][a] == 1
+            obs, _, done, _, info = env.step(a)
+            tour.append(a)
+        assert not info["invalid_action"]
+        return tour
+
+    assert episode(1) == episode(1)
+    assert builtin_policy("nearest") is nearest_policy
+    with pytest.raises(ValueError, match="random"):
+        builtin_policy("greedy")
+
+
+def test_record__gif_has_one_frame_per_step_plus_final(tmp_path):
+    Image = pytest.importorskip("PIL.Image")
+    out = tmp_path / "tsp.gif"
+    costs = record("tsp", 5, [nearest_policy], seed=0, out=str(out), size=(160, 160))
+    with Image.open(out) as gif:
+        assert gif.n_frames == 5 + 1 and gif.size == (160, 160)
+    env = make("tsp", n=5)
+    obs, _ = env.reset(seed=0)
+    actions = []
+    for _ in range(5):
+        actions.append(nearest_policy(env, obs))
+        obs, _, _, _, info = env.step(actions[-1])
+    expected = float(routing_gym.tour_cost(routing_gym.TSP, env.unwrapped.state.instance, torch.tensor([actions]))[0])
+    assert costs["nearest"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_record__side_by_side_pads_shorter_episode(tmp_path):
+    Image = pytest.importorskip("PIL.Image")
+    out = tmp_path / "op.gif"
+    costs = record("op", 8, [nearest_policy, random_policy(0)], seed=1, out=str(out), size=(160, 160))
+    steps = [len(visual.run_episode(p, "op", 8, 1, frames="none").tour) for p in (nearest_policy, random_policy(0))]
+    with Image.open(out) as gif:
+        assert gif.n_frames == max(steps) + 1
+        assert gif.size[0] == 2 * 160 and gif.size[1] > 160
+    assert set(costs) == {"nearest", "random"}
+
+
+def test_record__mp4_without_encoder_says_what_to_install(monkeypatch, tmp_path):
+    real = visual.importlib.util.find_spec
+    monkeypatch.setattr(visual.importlib.util, "find_spec", lambda m: None if m == "imageio_ffmpeg" else real(m))
+    with pytest.raises(ImportError, match="pip install imageio-ffmpeg"):
+        record("tsp", 4, [nearest_policy], seed=0, out=str(tmp_path / "x.mp4"))
+
+
+def scripted_events(monkeypatch, batches):
+    """Replace pygame.event.get with one returning each batch in turn, then QUIT forever."""
+    import pygame
+
+    queue = list(batches)
+
+    def get(*args, **kwargs):
+        return queue.pop(0) if queue else [pygame.event.Event(pygame.QUIT)]
+
+    monkeypatch.setattr(pygame.event, "get", get)
+
+
+def test_record__window_playback_exits_on_close(monkeypatch):
+    scripted_events(monkeypatch, [[]] * 3)
+    costs = record("pctsp", 5, [nearest_policy], seed=0, out=None, fps=1000, size=(160, 160))
+    assert set(costs) == {"nearest"}
+
+
+def test_node_at__nearest_node_within_radius_else_none():
+    locs = np.array([[0.1, 0.1], [0.5, 0.5], [0.52, 0.5], [0.9, 0.2]])
+    size = (400, 300)
+    pix = to_pixel(locs, size)
+    for i in (0, 1, 3):
+        assert node_at(tuple(pix[i]), locs, size, radius=8) == i
+        assert node_at((pix[i][0] - 3, pix[i][1] + 3), locs, size, radius=8) == i
+    assert node_at((pix[2][0] + 1, pix[2][1]), locs, size, radius=8) == 2  # the nearer of two close nodes
+    assert node_at((pix[0][0] + 30, pix[0][1]), locs, size, radius=8) is None
+
+
+def test_play__clicks_build_tour_refuse_masked_and_exit_on_close(monkeypatch):
+    import pygame
+
+    size = (300, 300)
+    env = make("tsp", n=5)
+    obs, _ = env.reset(seed=0)
+    pix = to_pixel(obs["locs"], size)
+
+    def click(i):
+        return pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=1, pos=tuple(int(v) for v in pix[i]))
+
+    backspace = pygame.event.Event(pygame.KEYDOWN, key=pygame.K_BACKSPACE)
+    # 0, 3, then 3 again (refused: visited), 1 taken back, then 4, 1, 2 to finish
+    scripted_events(monkeypatch, [[click(0)], [click(3)], [click(3)], [click(1), backspace], [click(4)],
+                                  [click(1)], [click(2)], []])
+    result = play("tsp", 5, seed=0, size=size)
+    tour = torch.tensor([[0, 3, 4, 1, 2]])
+    expected = float(routing_gym.tour_cost(routing_gym.TSP, env.unwrapped.state.instance, tour)[0])
+    assert result["you"] == pytest.approx(expected, rel=1e-5)
+    assert result["nearest"] > 0
+    assert not pygame.display.get_init()
+
+
+def test_play__closing_before_finishing_returns_none(monkeypatch):
+    scripted_events(monkeypatch, [[]])
+    result = play("cvrp", 4, seed=0, size=(200, 200))
+    assert result["you"] is None and result["nearest"] > 0
+
+
+def test_refusal__names_the_reason():
+    assert visual.refusal("cvrp", 0, np.zeros(4, bool), True).startswith("the depot")
+    assert "already visited" in visual.refusal("op", 2, np.array([0, 0, 1, 0], bool), True)
