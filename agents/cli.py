@@ -91,35 +91,40 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def env_policies(specs: list[str], problem: str, num_nodes: int, seed: int) -> list:
+    """``policy(env, obs)`` callables for ``render``/``play``: built-in ones by name, else checkpoints."""
+    from .decoding import env_policy
+    from .visual import BUILTIN_POLICIES, builtin_policy
+
+    out = []
+    for spec in specs:
+        if spec in BUILTIN_POLICIES:
+            out.append(builtin_policy(spec, seed=seed))
+        else:
+            name = spec if spec == "pretrained" else Path(spec).stem
+            out.append(env_policy(load_policy(spec, problem, num_nodes), name))
+    return out
+
+
 def cmd_render(args) -> int:
-    from .visual import builtin_policy, record
+    from .visual import record
 
     variant = {"prize_type": args.prize_type} if args.problem == "op" else {}
-    policies = {}
-    for spec in args.policy:
-        if spec in ("random", "nearest"):
-            policies[spec] = builtin_policy(spec) if spec != "random" else builtin_policy(spec, seed=args.seed)
-        else:
-            policies[Path(spec).stem] = single_env_policy(load_policy(spec, args.problem, args.num_nodes))
-    if len(policies) > 1 and not args.compare:
-        raise SystemExit("render: several --policy values need --compare")
-    costs = record(args.problem, args.num_nodes, list(policies.items()), seed=args.seed, out=args.out, **variant)
+    if len(args.policy) > 1 and not args.compare:
+        raise ValueError("several --policy values need --compare")
+    policies = env_policies(args.policy, args.problem, args.num_nodes, args.seed)
+    costs = record(args.problem, args.num_nodes, policies, seed=args.seed, out=args.out, **variant)
     for name, cost in costs.items():
         print(f"{name}: cost {cost:.4f}")
+    if args.out:
+        print(f"saved {args.out}")
     return 0
-
-
-def single_env_policy(policy):
-    """Adapt a decoding-protocol policy with ``predict`` to ``policy(env, obs) -> action``."""
-    return lambda env, obs: int(policy.predict(obs, deterministic=True)[0])
 
 
 def cmd_play(args) -> int:
     from .visual import play
 
-    opponent = None
-    if args.opponent:
-        opponent = single_env_policy(load_policy(args.opponent, args.problem, args.num_nodes))
+    opponent = env_policies([args.opponent], args.problem, args.num_nodes, args.seed)[0] if args.opponent else None
     play(args.problem, args.num_nodes, seed=args.seed, opponent=opponent)
     return 0
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.vector import AutoresetMode
 import torch
 from torch import Tensor
@@ -76,6 +77,34 @@ def rollout(policy, env, instances, *, strategy: str = "greedy", generator: torc
     else:
         raise RuntimeError(f"rollout did not finish within {max_steps} steps")
     return Rollout(cost=cost, log_likelihood=log_likelihood, actions=torch.stack(actions, dim=1))
+
+
+def batch_observation(obs: dict, device=None) -> dict[str, Tensor]:
+    """A single env's numpy observation as a batch-1 dict of tensors (``action_mask`` as bools)."""
+    out = {}
+    for key, value in obs.items():
+        t = torch.as_tensor(np.asarray(value), device=device)
+        t = t.bool() if key == "action_mask" else t.float() if t.is_floating_point() else t.long()
+        out[key] = t[None]
+    return out
+
+
+def env_policy(policy, name: str, *, deterministic: bool = True, generator: torch.Generator | None = None):
+    """``policy(env, obs) -> int`` acting in a single Gymnasium env, from a policy of this module's
+    protocol (a heuristic or a network; networks are put in evaluation mode)."""
+    if hasattr(policy, "eval"):
+        policy.eval()
+
+    @torch.no_grad()
+    def act(env, obs) -> int:
+        x = batch_observation(obs, device=getattr(policy, "device", None))
+        logp = policy.log_probs(policy.precompute(x), x)[0]
+        if deterministic:
+            return int(logp.argmax())
+        return int(torch.multinomial(logp.exp(), 1, generator=generator))
+
+    act.name = name
+    return act
 
 
 def start_nodes(problem: str, n_total: int, device=None) -> Tensor:

@@ -1,0 +1,29 @@
+"""The ``routing-gym`` command line: render and eval with heuristics, errors as messages."""
+import pytest
+
+from agents.cli import main
+
+
+def test_render__records_a_comparison_gif(tmp_path, capsys):
+    pytest.importorskip("PIL")
+    from PIL import Image
+
+    out = tmp_path / "rollout.gif"
+    assert main(["render", "--problem", "cvrp", "--num-nodes", "6", "--policy", "nearest", "--policy", "random",
+                 "--compare", "--seed", "0", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "nearest: cost" in printed and "random: cost" in printed
+    with Image.open(out) as im:
+        assert im.n_frames >= 7 and im.size[0] > im.size[1]  # two frames side by side
+
+
+def test_eval__heuristic_on_seeded_instances(capsys):
+    assert main(["eval", "--problem", "tsp", "--num-nodes", "10", "--policy", "nearest", "--num-instances", "200"]) == 0
+    assert "tsp-10 nearest greedy: mean cost" in capsys.readouterr().out
+
+
+def test_errors__are_reported_without_a_traceback(tmp_path, capsys):
+    assert main(["eval", "--problem", "tsp", "--num-nodes", "10", "--policy", str(tmp_path / "none.pt")]) == 2
+    assert "neither a heuristic" in capsys.readouterr().err
+    assert main(["render", "--problem", "tsp", "--policy", "nearest", "--policy", "random"]) == 2
+    assert "--compare" in capsys.readouterr().err
