@@ -25,6 +25,8 @@ def test_train__short_cpu_run_lowers_greedy_validation_cost(tmp_path):
     after = rows[-1]["val_cost"]
     assert after < before - 0.3, (before, [r["val_cost"] for r in rows])
     assert (tmp_path / "run" / "metrics.csv").read_text().count("\n") == 5  # header + 4 epochs
+    pytest.importorskip("tensorboard")
+    assert list((tmp_path / "run" / "tb").glob("events.out.tfevents.*"))
 
 
 def test_t_test__replaces_only_on_a_significant_improvement():
