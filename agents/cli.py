@@ -38,11 +38,32 @@ def load_policy(spec: str, problem: str, num_nodes: int, device="cpu"):
     return policy
 
 
+def init_distributed(device: str | None) -> str:
+    """Join the process group that ``torchrun`` describes (env://): NCCL on CUDA, gloo on the CPU.
+    Returns the device this rank trains on (``cuda:LOCAL_RANK`` when CUDA is used)."""
+    import os
+
+    import torch.distributed as dist
+
+    if "RANK" not in os.environ:
+        raise ValueError("--distributed needs torchrun (e.g. torchrun --nproc_per_node 2 -m agents.train ...)")
+    cuda = torch.cuda.is_available() and (device in (None, "auto") or str(device).startswith("cuda"))
+    dist.init_process_group("nccl" if cuda else "gloo")
+    if cuda:
+        local = int(os.environ.get("LOCAL_RANK", 0))
+        torch.cuda.set_device(local)
+        return f"cuda:{local}"
+    return "cpu"
+
+
 def cmd_train(args) -> int:
     from .reinforce import TrainConfig, Trainer
 
+    if args.distributed:
+        args.device = init_distributed(args.device)
     if args.resume:
-        overrides = {k: v for k, v in (("epochs", args.epochs), ("out_dir", args.out_dir)) if v is not None}
+        overrides = {k: v for k, v in (("epochs", args.epochs), ("out_dir", args.out_dir), ("device", args.device))
+                     if v is not None}
         trainer = Trainer.resume(args.resume, **overrides)
     else:
         fields = {f.name for f in dataclasses.fields(TrainConfig)}
@@ -151,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out-dir")
     t.add_argument("--resume", help="a trainer checkpoint (OUT_DIR/last.pt) to continue from")
     t.add_argument("--no-progress", action="store_true")
+    t.add_argument("--distributed", action="store_true", help="data-parallel under torchrun (DDP)")
     t.set_defaults(func=cmd_train)
 
     e = sub.add_parser("eval", help="evaluate a policy on a dataset or on seeded instances")

@@ -21,7 +21,9 @@ from typing import Any
 
 import torch
 from scipy import stats
-from torch import Tensor
+from torch import Tensor, nn
+from torch import distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 from routing_gym.problems import get_problem
 
@@ -30,6 +32,8 @@ from .checkpoint import load_checkpoint, save_checkpoint
 from .decoding import evaluate, make_env, rollout, start_nodes
 
 BASELINES = ("rollout", "exponential", "pomo")
+RANK_SEED_STRIDE = 1_000_003  # rank r draws training instances and samples from seed + r * stride
+EVAL_SEED_OFFSET = 7_777_777  # the baseline's evaluation sets come from a stream shared by all ranks
 
 
 @dataclass
@@ -109,8 +113,44 @@ def paired_t_test_better(candidate: Tensor, baseline: Tensor, alpha: float) -> t
     return bool(p < alpha), p
 
 
+def world() -> tuple[int, int]:
+    """(rank, world size) of the ``torch.distributed`` process group, (0, 1) without one."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def gather_costs(costs: Tensor) -> Tensor:
+    """Every rank's costs (equal lengths), concatenated in rank order, on every rank."""
+    if world()[1] == 1:
+        return costs
+    parts = [torch.empty_like(costs) for _ in range(world()[1])]
+    dist.all_gather(parts, costs.contiguous())
+    return torch.cat(parts)
+
+
+class SampledRollout(nn.Module):
+    """The policy's sampling rollout as a module's ``forward``, so that DDP can wrap it."""
+
+    def __init__(self, policy: nn.Module):
+        super().__init__()
+        self.policy = policy
+
+    def forward(self, env, instances, generator: torch.Generator, first_actions: Tensor | None = None):
+        out = rollout(self.policy, env, instances, strategy="sample", generator=generator, first_actions=first_actions)
+        return out.cost, out.log_likelihood
+
+
 class Trainer:
-    """Holds the policy, its baseline, the optimiser and the RNG streams of one training run."""
+    """Holds the policy, its baseline, the optimiser and the RNG streams of one training run.
+
+    Under ``torch.distributed`` (launched by ``torchrun``) every rank trains on ``batch_size / world``
+    instances of its own seed stream, DDP averages the gradients, and the baseline's t-test and the
+    validation see the whole sets (each rank evaluates a slice, the costs are gathered), so every rank
+    takes the same decisions. Batch normalisation: ``SyncBatchNorm`` on CUDA; on the CPU (gloo) each
+    rank normalises with its own batch's statistics, as its slice of the global batch would in
+    gradient accumulation. Only rank 0 writes checkpoints, metrics and progress.
+    """
 
     def __init__(self, config: TrainConfig, policy: AttentionModel | None = None, *, init_baseline: bool = True):
         self.cfg = config
@@ -122,10 +162,21 @@ class Trainer:
             with torch.random.fork_rng(devices=[]):  # seeded initial weights, global RNG left as it was
                 torch.manual_seed(config.seed)
                 policy = AttentionModel(AttentionModelConfig(problem=config.problem, **config.model))
+        self.rank, self.world_size = world()
+        for name, size in (("batch_size", config.batch_size), ("eval_size", config.eval_size),
+                           ("val_size", config.val_size)):
+            if size % self.world_size:
+                raise ValueError(f"{name} {size} is not divisible by the world size {self.world_size}")
+        self.local_batch = config.batch_size // self.world_size
+        if self.world_size > 1 and self.device.type == "cuda":
+            policy = nn.SyncBatchNorm.convert_sync_batchnorm(policy)
         self.policy = policy.to(self.device)
+        sampler = SampledRollout(self.policy)
+        self.sampler = DistributedDataParallel(sampler) if self.world_size > 1 else sampler
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.lr)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda e: config.lr_decay ** e)
-        self.generator = torch.Generator(device=self.device).manual_seed(config.seed)
+        self.generator = torch.Generator(device=self.device).manual_seed(config.seed + RANK_SEED_STRIDE * self.rank)
+        self.eval_generator = torch.Generator(device=self.device).manual_seed(config.seed + EVAL_SEED_OFFSET)
         self.epoch = 0
         self.instances_seen = 0
         self.exp_value: float | None = None
@@ -136,24 +187,33 @@ class Trainer:
                                              generator=torch.Generator(device=self.device).manual_seed(config.val_seed),
                                              **config.variant())
         self.starts = start_nodes(config.problem, self.problem.num_nodes_total(config.num_nodes), self.device)
-        rollouts = config.batch_size * (len(self.starts) if config.baseline == "pomo" else 1)
+        rollouts = self.local_batch * (len(self.starts) if config.baseline == "pomo" else 1)
         self.env = make_env(config.problem, config.num_nodes, rollouts, self.device, **config.variant())
         if config.baseline == "rollout" and init_baseline:
             self._replace_baseline()
 
     # -- baseline --------------------------------------------------------------------------------
-    def _greedy_costs(self, policy, instances) -> Tensor:
+    def _greedy_costs(self, policy, instances, *, sharded: bool = False) -> Tensor:
+        """Greedy costs of ``instances``; ``sharded``: the set is the same on every rank, each rank
+        decodes its contiguous slice and all get every cost."""
+        if sharded and self.world_size > 1:
+            size = instances.locs.shape[0] // self.world_size
+            instances = type(instances)(*(f[self.rank * size:(self.rank + 1) * size] for f in instances))
         policy.eval()
         with torch.no_grad(), self._autocast():
-            return evaluate(policy, self.cfg.problem, instances, batch_size=self.cfg.eval_batch_size,
-                            device=self.device, **self.cfg.variant())
+            costs = evaluate(policy, self.cfg.problem, instances, batch_size=self.cfg.eval_batch_size,
+                             device=self.device, **self.cfg.variant())
+        return gather_costs(costs) if sharded else costs
 
     def _replace_baseline(self) -> None:
         """Freeze a copy of the policy as the rollout baseline, with a fresh evaluation set."""
         self.baseline_policy = copy.deepcopy(self.policy).eval().requires_grad_(False)
-        self.eval_set = self.problem.generate(self.cfg.eval_size, self.cfg.num_nodes, generator=self.generator,
+        if self.world_size > 1:  # batch-norm running statistics may differ by rank: take rank 0's
+            for tensor in self.baseline_policy.state_dict().values():
+                dist.broadcast(tensor, src=0)
+        self.eval_set = self.problem.generate(self.cfg.eval_size, self.cfg.num_nodes, generator=self.eval_generator,
                                               **self.cfg.variant())
-        self.eval_costs = self._greedy_costs(self.baseline_policy, self.eval_set)
+        self.eval_costs = self._greedy_costs(self.baseline_policy, self.eval_set, sharded=True)
 
     def _use_rollout(self) -> bool:
         return self.cfg.baseline == "rollout" and self.epoch >= self.cfg.warmup_epochs
@@ -161,7 +221,7 @@ class Trainer:
     def _baseline_values(self, instances, costs: Tensor) -> Tensor:
         if self._use_rollout():
             return self._greedy_costs(self.baseline_policy, instances)
-        mean = float(costs.mean())
+        mean = float(gather_costs(costs.mean()[None]).mean())
         self.exp_value = mean if self.exp_value is None else self.cfg.exp_beta * self.exp_value + (1 - self.cfg.exp_beta) * mean
         return torch.full_like(costs, self.exp_value)
 
@@ -169,7 +229,7 @@ class Trainer:
         """Kool's rollout-baseline callback: replace it when the policy is significantly better."""
         if self.cfg.baseline != "rollout":
             return {"baseline_p": float("nan"), "baseline_replaced": 0}  # nothing to replace
-        candidate = self._greedy_costs(self.policy, self.eval_set)
+        candidate = self._greedy_costs(self.policy, self.eval_set, sharded=True)
         better, p = paired_t_test_better(candidate, self.eval_costs, self.cfg.bl_alpha)
         if better:
             self._replace_baseline()
@@ -183,34 +243,34 @@ class Trainer:
     def train_batch(self) -> tuple[float, float]:
         """One gradient step on a fresh batch; returns (mean sampled cost, gradient norm)."""
         cfg = self.cfg
-        instances = self.problem.generate(cfg.batch_size, cfg.num_nodes, generator=self.generator, **cfg.variant())
+        b = self.local_batch
+        instances = self.problem.generate(b, cfg.num_nodes, generator=self.generator, **cfg.variant())
         self.policy.train()
         if cfg.baseline == "pomo":
             k = len(self.starts)
             repeated = type(instances)(*(f.repeat_interleave(k, dim=0) for f in instances))
             with self._autocast():
-                out = rollout(self.policy, self.env, repeated, strategy="sample", generator=self.generator,
-                              first_actions=self.starts.repeat(cfg.batch_size))
-            bl = out.cost.view(cfg.batch_size, k).mean(dim=1).repeat_interleave(k)
+                cost, log_likelihood = self.sampler(self.env, repeated, self.generator, self.starts.repeat(b))
+            bl = cost.view(b, k).mean(dim=1).repeat_interleave(k)
         else:
             with self._autocast():
-                out = rollout(self.policy, self.env, instances, strategy="sample", generator=self.generator)
+                cost, log_likelihood = self.sampler(self.env, instances, self.generator)
             with torch.no_grad():
-                bl = self._baseline_values(instances, out.cost)
-        loss = ((out.cost - bl).detach() * out.log_likelihood).mean()
+                bl = self._baseline_values(instances, cost)
+        loss = ((cost - bl).detach() * log_likelihood).mean()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
         self.optimizer.step()
         self.instances_seen += cfg.batch_size
-        return float(out.cost.mean()), float(grad_norm)
+        return float(gather_costs(cost.mean()[None]).mean()), float(grad_norm)
 
     def train_epoch(self, progress: bool = True) -> dict:
         cfg = self.cfg
         steps = math.ceil(cfg.epoch_size / cfg.batch_size)
         start = time.perf_counter()
         costs = []
-        bar = _progress(steps, f"epoch {self.epoch}", progress)
+        bar = _progress(steps, f"epoch {self.epoch}", progress and self.rank == 0)
         for i in range(steps):
             cost, _ = self.train_batch()
             costs.append(cost)
@@ -225,23 +285,29 @@ class Trainer:
                "lr": self.optimizer.param_groups[0]["lr"], "train_time_s": train_time,
                "instances_per_s": steps * cfg.batch_size / train_time}
         row.update(self._epoch_end_baseline())
-        row["val_cost"] = float(self._greedy_costs(self.policy, self.val_set).mean())
+        row["val_cost"] = float(self._greedy_costs(self.policy, self.val_set, sharded=True).mean())
         self.scheduler.step()
         self.epoch += 1
         return row
 
     def fit(self, progress: bool = True, log: bool = True) -> list[dict]:
-        """Train until ``cfg.epochs``; after each epoch write a checkpoint and the metrics."""
+        """Train until ``cfg.epochs``; after each epoch rank 0 writes a checkpoint and the metrics."""
         out = Path(self.cfg.out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        writer = _tensorboard(out) if log else None
+        lead = self.rank == 0
+        if lead:
+            out.mkdir(parents=True, exist_ok=True)
+        writer = _tensorboard(out) if log and lead else None
         rows = []
-        if log:
-            print(f"training {self.cfg.problem}-{self.cfg.num_nodes} on {_describe(self.device)} from epoch {self.epoch}")
+        if log and lead:
+            print(f"training {self.cfg.problem}-{self.cfg.num_nodes} on {_describe(self.device)}"
+                  f"{f' x {self.world_size} ranks' if self.world_size > 1 else ''} from epoch {self.epoch}")
         while self.epoch < self.cfg.epochs:
             row = self.train_epoch(progress=progress)
             rows.append(row)
-            self.save(out / "last.pt")
+            state = self.state_dict()  # every rank takes part (the RNG states are gathered)
+            if not lead:
+                continue
+            save_checkpoint(out / "last.pt", kind="trainer", payload=state)
             _append_csv(out / "metrics.csv", row)
             if writer is not None:
                 for key, value in row.items():
@@ -264,13 +330,28 @@ class Trainer:
             "exp_value": self.exp_value,
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
-            "generator": self.generator.get_state(),
+            "generators": self._gather_generator_states(),
+            "world_size": self.world_size,
             "epoch": self.epoch,
             "instances_seen": self.instances_seen,
         }
 
+    def _gather_generator_states(self) -> list[Tensor]:
+        """Every rank's training-stream state (rank order), and the shared evaluation stream's last."""
+        state = self.generator.get_state()
+        if self.world_size == 1:
+            states = [state]
+        else:
+            states = [torch.empty_like(state) for _ in range(self.world_size)]
+            dist.all_gather(states, state.to(self.device) if self.device.type == "cuda" else state)
+            states = [t.cpu() for t in states]
+        return states + [self.eval_generator.get_state()]
+
     def save(self, path: str | os.PathLike) -> None:
-        save_checkpoint(path, kind="trainer", payload=self.state_dict())
+        """Write a checkpoint (collective under ``torch.distributed``: call it on every rank)."""
+        state = self.state_dict()
+        if self.rank == 0:
+            save_checkpoint(path, kind="trainer", payload=state)
 
     @classmethod
     def resume(cls, path: str | os.PathLike, **overrides: Any) -> "Trainer":
@@ -294,8 +375,12 @@ class Trainer:
         if ckpt["eval_set"] is not None:
             trainer.eval_set = trainer.problem.Instance(**{k: v.to(trainer.device) for k, v in ckpt["eval_set"].items()})
             trainer.eval_costs = ckpt["eval_costs"].to(trainer.device)
+        if ckpt["world_size"] != trainer.world_size:
+            raise ValueError(f"checkpoint {path} was written by {ckpt['world_size']} rank(s); resume it with as "
+                             f"many (this run has {trainer.world_size})")
         trainer.exp_value = ckpt["exp_value"]
-        trainer.generator.set_state(ckpt["generator"])
+        trainer.generator.set_state(ckpt["generators"][trainer.rank])
+        trainer.eval_generator.set_state(ckpt["generators"][-1])
         trainer.epoch = ckpt["epoch"]
         trainer.instances_seen = ckpt["instances_seen"]
         return trainer

@@ -21,7 +21,7 @@ def small_config(tmp_path, **overrides):
 def test_train__short_cpu_run_lowers_greedy_validation_cost(tmp_path):
     trainer = Trainer(small_config(tmp_path, num_nodes=10, epochs=4, epoch_size=1280, batch_size=128))
     before = float(trainer._greedy_costs(trainer.policy, trainer.val_set).mean())
-    rows = trainer.fit(progress=False, log=False)
+    rows = trainer.fit(progress=False, log=True)
     after = rows[-1]["val_cost"]
     assert after < before - 0.3, (before, [r["val_cost"] for r in rows])
     assert (tmp_path / "run" / "metrics.csv").read_text().count("\n") == 5  # header + 4 epochs
