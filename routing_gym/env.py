@@ -59,6 +59,8 @@ class RoutingEnv(gym.Env):
         self.observation_space = observation_space(self.problem, self.n_total)
         self.action_space = spaces.Discrete(self.n_total)
         self.invalid_penalty = invalid_penalty(self.n_total)
+        self._action_tensors = tuple(torch.tensor([i]) for i in range(self.n_total))  # (1,) int64, never written
+        self._terminated = False
         self.state = None
         self._static: dict[str, np.ndarray] = {}
         self._tour: list[int] = []
@@ -72,10 +74,10 @@ class RoutingEnv(gym.Env):
             if key in self._static:
                 continue
             if key in self.problem.node_indices:
-                obs[key] = np.int64(value[0])
+                obs[key] = np.int64(value.item())
             else:
-                obs[key] = value[0].numpy().astype(np.float32, copy=True)
-        obs["action_mask"] = self.state.mask[0].numpy().astype(np.int8)
+                obs[key] = value.numpy()[0].astype(np.float32)  # astype copies
+        obs["action_mask"] = self.state.mask.numpy()[0].astype(np.int8)
         return obs
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -105,6 +107,7 @@ class RoutingEnv(gym.Env):
                         for key, value in instance._asdict().items() if key in self.observation_space.spaces}
         self._tour = []
         self._return = 0.0
+        self._terminated = False
         if self.render_mode == "human":
             self.render()
         return self._observation(), {}
@@ -115,31 +118,33 @@ class RoutingEnv(gym.Env):
     def step(self, action):
         if self.state is None:
             raise RuntimeError("call reset() before step()")
-        if bool(self.state.done[0]):
+        if self._terminated:
             raise RuntimeError("the episode has ended (terminated); call reset() before stepping again")
         a = self._as_action(action)
-        mask = self.state.mask[0]
-        if self.invalid_action == "raise" and not bool(mask[a]):
-            allowed = torch.nonzero(mask).flatten().tolist()
+        if self.invalid_action == "raise" and not bool(self.state.mask[0, a]):
+            allowed = torch.nonzero(self.state.mask[0]).flatten().tolist()
             raise ValueError(f"action {a} is masked in this state; allowed actions: {allowed}")
-        self.state, reward, invalid = step(self.problem, self.state, torch.tensor([a]))
-        r = float(reward[0])
+        with torch.inference_mode():  # no autograd bookkeeping: the single env's state never needs gradients
+            self.state, reward, invalid = step(self.problem, self.state, self._action_tensors[a])
+        r = reward.item()
         self._return += r
-        terminated = bool(self.state.done[0])
+        terminated = self._terminated = self.state.done.item()
         info: dict[str, Any] = {}
-        if bool(invalid[0]):
+        if invalid.item():
             info["invalid_action"] = True
         else:
             self._tour.append(a)
         if terminated:
             info.setdefault("invalid_action", False)
             info["cost"] = -self._return
-            info["tour"] = np.array(self._tour, dtype=np.int64)
+            info["tour"] = list(self._tour)  # a list: Gymnasium's vector envs stack ndarray infos by shape
         if self.render_mode == "human":
             self.render()
         return self._observation(), r, terminated, False, info
 
     def _as_action(self, action) -> int:
+        if isinstance(action, (int, np.integer)) and not isinstance(action, bool) and 0 <= action < self.n_total:
+            return int(action)  # the common case, without the array round trip below
         arr = np.asarray(action)
         if arr.size != 1 or not np.issubdtype(arr.dtype, np.integer) and not (
                 np.issubdtype(arr.dtype, np.floating) and float(arr.reshape(-1)[0]).is_integer()):
@@ -207,7 +212,7 @@ class TSPEnv(RoutingEnv):
     ## Episode End
     Terminates when every node is visited (or on a masked action); never truncates.
     When the episode ends, ``info`` holds ``cost`` (float, minus the episode's return: the sum of the
-    rewards is exactly ``-cost``), ``tour`` (int64 array of the actions taken) and ``invalid_action``.
+    rewards is exactly ``-cost``), ``tour`` (list of the actions taken, as ints) and ``invalid_action``.
 
     ## Arguments
     - ``num_nodes``: N, default 20 (``routing/TSP-20``, ``-50``, ``-100``; ``routing/TSP-v0`` takes it).
@@ -276,7 +281,7 @@ class CVRPEnv(RoutingEnv):
     ## Episode End
     Terminates when the last customer is served (or on a masked action); never truncates.
     When the episode ends, ``info`` holds ``cost`` (float, minus the episode's return: the sum of the
-    rewards is exactly ``-cost``), ``tour`` (int64 array of the actions taken) and ``invalid_action``.
+    rewards is exactly ``-cost``), ``tour`` (list of the actions taken, as ints) and ``invalid_action``.
 
     ## Arguments
     - ``num_nodes``: n customers, default 20 (``routing/CVRP-20``, ``-50``, ``-100``, ``routing/CVRP-v0``).
@@ -344,7 +349,7 @@ class OPEnv(RoutingEnv):
     ## Episode End
     Terminates when the depot is chosen (or on a masked action); never truncates.
     When the episode ends, ``info`` holds ``cost`` (float, minus the episode's return: the sum of the
-    rewards is exactly ``-cost``), ``tour`` (int64 array of the actions taken) and ``invalid_action``.
+    rewards is exactly ``-cost``), ``tour`` (list of the actions taken, as ints) and ``invalid_action``.
 
     ## Arguments
     - ``num_nodes``: n, default 20 (``routing/OP-20``, ``-50``, ``-100``, ``routing/OP-v0``).
@@ -418,7 +423,7 @@ class PCTSPEnv(RoutingEnv):
     ## Episode End
     Terminates when the depot is chosen (or on a masked action); never truncates.
     When the episode ends, ``info`` holds ``cost`` (float, minus the episode's return: the sum of the
-    rewards is exactly ``-cost``), ``tour`` (int64 array of the actions taken) and ``invalid_action``.
+    rewards is exactly ``-cost``), ``tour`` (list of the actions taken, as ints) and ``invalid_action``.
 
     ## Arguments
     - ``num_nodes``: n, default 20 (``routing/PCTSP-20``, ``-50``, ``-100``, ``routing/PCTSP-v0``).

@@ -38,6 +38,11 @@ def resolve_device(device: Any) -> torch.device:
     return dev
 
 
+def slice_rows(state, start: int, stop: int):
+    """Rows ``start:stop`` of a (nested NamedTuple) state, as views."""
+    return type(state)(*(slice_rows(f, start, stop) if isinstance(f, tuple) else f[start:stop] for f in state))
+
+
 def replace_rows(old, index: Tensor, new):
     """A copy of the (nested NamedTuple) state ``old`` whose rows ``index`` (k,) are ``new``'s k rows."""
     fields = []
@@ -45,7 +50,7 @@ def replace_rows(old, index: Tensor, new):
         if isinstance(o, tuple):
             fields.append(replace_rows(o, index, n))
         else:
-            fields.append(o.index_put((index,), n))
+            fields.append(o.index_copy(0, index, n))
     return type(old)(*fields)
 
 
@@ -127,6 +132,7 @@ class RoutingVectorEnv(VectorEnv):
         self._tour_buf = np.zeros((self.num_envs, max_steps), dtype=np.int64)
         self._tour_len = np.zeros(self.num_envs, dtype=np.int64)
         self._viewer = None
+        self._pool, self._pool_next = None, 0  # fresh states for automatic resets, generated B at a time
 
     # -- instances ---------------------------------------------------------------------------------
     def _fresh(self, count: int, seeds: list[int] | None, instances):
@@ -172,6 +178,7 @@ class RoutingVectorEnv(VectorEnv):
             if len(seeds) != self.num_envs:
                 raise ValueError(f"seed must be an int or a list of {self.num_envs} ints, got {len(seeds)}")
             self._generator.manual_seed(seeds[0])
+            self._pool, self._pool_next = None, 0  # automatic resets restart from the new seed
         if reset_mask is None:
             rows = torch.arange(self.num_envs, device=self.device)
         else:
@@ -212,9 +219,9 @@ class RoutingVectorEnv(VectorEnv):
         state, reward, invalid = step(self.problem, self.state, a)
         reward = torch.where(resetting, 0.0, reward)
         ended = state.done & ~prev_done
-        self._elapsed += ~prev_done
         truncated = torch.zeros_like(ended)
-        if self.max_episode_steps is not None:
+        if self.max_episode_steps is not None:  # the step counter matters only for truncation
+            self._elapsed += ~prev_done
             truncated = ~state.done & (self._elapsed >= self.max_episode_steps)
             state = finish(self.problem, state, truncated)
         self._return += reward
@@ -246,8 +253,16 @@ class RoutingVectorEnv(VectorEnv):
             self._reset_rows(rows)
         return self._observation(), *self._out(reward, terminated, truncated), infos
 
+    def _pooled(self, count: int):
+        """``count`` fresh states for automatic resets, cut from a pool generated B at a time (one
+        batched generate + reset per B resets instead of one per step)."""
+        if self._pool is None or self._pool_next + count > self._pool.mask.shape[0]:
+            self._pool, self._pool_next = self._fresh(max(count, self.num_envs), None, None), 0
+        start, self._pool_next = self._pool_next, self._pool_next + count
+        return slice_rows(self._pool, start, start + count)
+
     def _reset_rows(self, rows: Tensor) -> None:
-        self.state = replace_rows(self.state, rows, self._fresh(len(rows), None, None))
+        self.state = replace_rows(self.state, rows, self._pooled(len(rows)))
         self._return[rows] = 0.0
         self._elapsed[rows] = 0
         self._tour_len[rows.cpu().numpy()] = 0
@@ -294,7 +309,7 @@ class RoutingVectorEnv(VectorEnv):
         cost = -self._return.cpu().numpy()
         tours = np.full(self.num_envs, None, dtype=object)
         for i in np.flatnonzero(f):
-            tours[i] = self._tour_buf[i, :self._tour_len[i]].copy()
+            tours[i] = self._tour_buf[i, :self._tour_len[i]].tolist()
         return {"cost": np.where(f, cost, 0.0), "_cost": f, "tour": tours, "_tour": f.copy(),
                 "invalid_action": invalid.cpu().numpy() & f, "_invalid_action": f.copy()}
 

@@ -87,7 +87,7 @@ def test_episode__return_equals_minus_info_cost_and_tour_matches(problem):
         assert info["cost"] == -ret and info["invalid_action"] is False
         assert len(info["tour"]) == steps
         core, inst = env.unwrapped.problem, env.unwrapped.state.instance
-        assert float(tour_cost(core, inst, torch.as_tensor(info["tour"])[None])[0]) == pytest.approx(info["cost"], abs=1e-5)
+        assert float(tour_cost(core, inst, torch.tensor([info["tour"]]))[0]) == pytest.approx(info["cost"], abs=1e-5)
 
 
 @pytest.mark.parametrize("problem", PROBLEMS)
@@ -141,7 +141,7 @@ def test_masked_action__terminates_with_penalty_by_default(problem):
     assert term and not trunc and info["invalid_action"] is True
     assert r == pytest.approx(-invalid_penalty(env.unwrapped.n_total))  # float32 reward
     assert info["cost"] == -(ret + r)
-    assert info["tour"].tolist() == taken  # the masked action is not part of the tour
+    assert info["tour"] == taken  # the masked action is not part of the tour
     with pytest.raises(RuntimeError, match="episode has ended"):
         env.step(0)
 

@@ -111,7 +111,7 @@ def test_routes__cvrp_split_at_depot_and_closed_when_done():
     done = False
     while not done:
         obs, _, done, _, info = env.step(nearest_policy(env, obs))
-    snap = render.snapshot("cvrp", env.unwrapped.state, info["tour"].tolist(), info["cost"])
+    snap = render.snapshot("cvrp", env.unwrapped.state, info["tour"], info["cost"])
     paths = render.routes(snap)
     assert all(p[0] == 0 and p[-1] == 0 for p in paths)
     assert sorted(i for p in paths for i in p if i) == list(range(1, 7))
@@ -185,7 +185,7 @@ def test_save_png__writes_picture_of_requested_size(tmp_path):
     done = False
     while not done:
         obs, _, done, _, info = env.step(nearest_policy(env, obs))
-    path = save_png(env.unwrapped.problem, env.unwrapped.state, info["tour"].tolist(), info["cost"],
+    path = save_png(env.unwrapped.problem, env.unwrapped.state, info["tour"], info["cost"],
                     tmp_path / "s.png", size=(300, 200))
     assert pygame.image.load(path).get_size() == (300, 200)
 

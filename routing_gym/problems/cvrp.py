@@ -17,8 +17,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import as_float_tensor, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
-    interpolate_table, nodes_like, resolve_device
+from .base import as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
+    interpolate_table, resolve_device, visit, any_along_nodes
 
 CAPACITY = {10: 20.0, 20: 30.0, 50: 40.0, 100: 50.0}
 CAPACITY_TOLERANCE = 1e-5  # float32 slack when comparing loads with the capacity 1
@@ -102,22 +102,23 @@ class CVRP:
 
     @staticmethod
     def _mask(instance: CVRPInstance, visited: Tensor, current: Tensor, used: Tensor) -> Tensor:
-        customer = ~visited[:, 1:] & (instance.demand[:, 1:] + used[:, None] <= 1.0 + CAPACITY_TOLERANCE)
-        depot = (current != 0) | ~customer.any(dim=1)
-        return torch.cat([depot[:, None], customer], dim=1)
+        mask = ~visited & (instance.demand + used[:, None] <= 1.0 + CAPACITY_TOLERANCE)
+        mask[:, 0] = False  # customers first, then the depot: not twice in a row while a customer is allowed
+        mask[:, 0] = (current != 0) | ~any_along_nodes(mask)
+        return mask
 
     @staticmethod
     def transition(state: CVRPState, action: Tensor, active: Tensor) -> tuple[CVRPState, Tensor]:
         """Inactive sub-envs arrive with ``action == current`` (see ``base.step``)."""
         inst = state.instance
         loc = gather_nodes(inst.locs, action)
-        visited = state.visited | (nodes_like(state.mask) == action[:, None])
-        finished = active & visited[:, 1:].all(dim=1)
+        visited = visit(state.visited, action)
+        finished = active & (torch.count_nonzero(visited[:, 1:], dim=1) == visited.shape[1] - 1)
         refill = (action == 0) | finished
         used = torch.where(refill, 0.0, state.used + gather_nodes(inst.demand, action) * active)
         depot_loc = inst.locs[:, 0]
-        cost = torch.linalg.vector_norm(loc - state.current_loc, dim=-1) \
-            + torch.linalg.vector_norm(depot_loc - loc, dim=-1) * finished
+        cost = distance(loc, state.current_loc) \
+            + distance(depot_loc, loc) * finished
         current = torch.where(finished, 0, action)
         current_loc = torch.where(finished[:, None], depot_loc, loc)
         new = CVRPState(instance=inst, current=current, current_loc=current_loc, used=used, visited=visited,

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from .base import as_float_tensor, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
-    interpolate_table, nodes_like, resolve_device
+    interpolate_table, resolve_device, visit, distance
 
 MAX_LENGTH = {20: 2.0, 50: 3.0, 100: 4.0}
 PRIZE_TYPES = ("const", "unif", "dist")
@@ -120,7 +120,7 @@ class OP:
         b, n, _ = locs.shape
         dev = locs.device
         zeros = torch.zeros(b, dtype=torch.long, device=dev)
-        to_depot = torch.linalg.vector_norm(locs - locs[:, :1], dim=-1)
+        to_depot = distance(locs, locs[:, :1])
         budget = instance.max_length[:, None] - to_depot - LENGTH_MARGIN
         visited = torch.zeros(b, n, dtype=torch.bool, device=dev)
         length = torch.zeros(b, device=dev)
@@ -131,7 +131,7 @@ class OP:
 
     @staticmethod
     def _mask(locs: Tensor, budget: Tensor, visited: Tensor, current_loc: Tensor, length: Tensor) -> Tensor:
-        arrive = length[:, None] + torch.linalg.vector_norm(locs - current_loc[:, None], dim=-1)
+        arrive = length[:, None] + distance(locs, current_loc[:, None])
         mask = ~visited & (arrive <= budget)
         mask[:, 0] = True
         return mask
@@ -141,9 +141,9 @@ class OP:
         """Inactive sub-envs arrive with ``action == current`` (see ``base.step``)."""
         inst = state.instance
         loc = gather_nodes(inst.locs, action)
-        length = state.length + torch.linalg.vector_norm(loc - state.current_loc, dim=-1)
+        length = state.length + distance(loc, state.current_loc)
         gain = gather_nodes(inst.prize, action) * active
-        visited = state.visited | (nodes_like(state.mask) == action[:, None])
+        visited = visit(state.visited, action)
         finished = active & (action == 0)
         new = OPState(instance=inst, budget=state.budget, current=action, current_loc=loc, visited=visited,
                       step=state.step + active, length=length, collected=state.collected + gain,

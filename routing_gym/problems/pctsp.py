@@ -19,8 +19,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import as_float_tensor, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
-    interpolate_table, nodes_like, resolve_device
+from .base import as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
+    interpolate_table, resolve_device, visit, any_along_nodes
 
 PENALTY_SCALE = {20: 2.0, 50: 3.0, 100: 4.0}  # K in Kool's U(0, 3K/n) penalties
 PRIZE_TO_COLLECT = 1.0
@@ -107,18 +107,19 @@ class PCTSP:
 
     @staticmethod
     def _mask(visited: Tensor, collected: Tensor) -> Tensor:
-        customer = ~visited[:, 1:]
-        depot = (collected >= PRIZE_TO_COLLECT) | ~customer.any(dim=1)
-        return torch.cat([depot[:, None], customer], dim=1)
+        mask = ~visited
+        mask[:, 0] = False
+        mask[:, 0] = (collected >= PRIZE_TO_COLLECT) | ~any_along_nodes(mask)
+        return mask
 
     @staticmethod
     def transition(state: PCTSPState, action: Tensor, active: Tensor) -> tuple[PCTSPState, Tensor]:
         """Inactive sub-envs arrive with ``action == current`` (see ``base.step``)."""
         inst = state.instance
         loc = gather_nodes(inst.locs, action)
-        edge = torch.linalg.vector_norm(loc - state.current_loc, dim=-1)
+        edge = distance(loc, state.current_loc)
         collected = state.collected + gather_nodes(inst.prize, action) * active
-        visited = state.visited | (nodes_like(state.mask) == action[:, None])
+        visited = visit(state.visited, action)
         finished = active & (action == 0)
         left_out = (inst.penalty * ~visited).sum(dim=1) * finished
         new = PCTSPState(instance=inst, current=action, current_loc=loc, visited=visited, step=state.step + active,

@@ -12,8 +12,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import as_float_tensor, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
-    nodes_like, resolve_device
+from .base import as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
+    resolve_device, visit
 
 
 class TSPInstance(NamedTuple):
@@ -84,9 +84,9 @@ class TSP:
         first_loc = torch.where(started[:, None], state.first_loc, loc)
         step = state.step + active
         finished = active & (step == n)
-        cost = torch.linalg.vector_norm(loc - state.current_loc, dim=-1) * started \
-            + torch.linalg.vector_norm(loc - first_loc, dim=-1) * finished
-        visited = state.visited | (nodes_like(state.mask) == action[:, None])
+        cost = distance(loc, state.current_loc) * started \
+            + distance(loc, first_loc) * finished
+        visited = visit(state.visited, action)
         new = TSPState(instance=state.instance, first=first, current=action, first_loc=first_loc, current_loc=loc,
                        visited=visited, step=step, length=state.length + cost, done=state.done | finished,
                        mask=~visited)
