@@ -4,11 +4,11 @@ from __future__ import annotations
 import gymnasium as gym
 
 ENV_CLASSES = {"TSP": "TSPEnv", "CVRP": "CVRPEnv", "OP": "OPEnv", "PCTSP": "PCTSPEnv"}
-SIZES = (20, 50, 100)
+SIZES = (10, 20, 50, 100)
 
 
 def register_envs() -> None:
-    """Register ``routing/{P}-{20,50,100}`` and the parametric ``routing/{P}-v0`` (``num_nodes=...``)."""
+    """Register ``routing/{P}-{10,20,50,100}`` and the parametric ``routing/{P}-v0`` (``num_nodes=...``)."""
     for name, cls in ENV_CLASSES.items():
         entry = f"routing_gym.env:{cls}"
         vector_entry = f"routing_gym.vector:{cls.replace('Env', 'VectorEnv')}"

@@ -317,7 +317,7 @@ class RoutingVectorEnv(VectorEnv):
         """The current masks (B, N) as bools (numpy, or a tensor in torch mode)."""
         if self.state is None:
             raise RuntimeError("call reset() before action_masks()")
-        return self.state.mask if self.array_type == "torch" else self.state.mask.cpu().numpy()
+        return self.state.mask if self.array_type == "torch" else self.state.mask.cpu().numpy().copy()
 
     def render(self):
         """An (H, W, 3) uint8 frame of sub-env 0 (``render_mode="rgb_array"``)."""

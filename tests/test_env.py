@@ -13,7 +13,7 @@ from routing_gym.problems import tour_cost
 from routing_gym.problems.base import invalid_penalty
 
 PROBLEMS = ("TSP", "CVRP", "OP", "PCTSP")
-FIXED_IDS = [f"routing/{p}-{n}" for p in PROBLEMS for n in (20, 50, 100)]
+FIXED_IDS = [f"routing/{p}-{n}" for p in PROBLEMS for n in (10, 20, 50, 100)]
 
 
 def random_episode(env, seed, rng):
