@@ -33,6 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .decoding import batch_observation
+
 NORMALIZATIONS = ("batch", "instance")
 
 
@@ -71,12 +73,12 @@ class AttentionCache(NamedTuple):
     fixed_context: Tensor  # (B, D) projected graph embedding
     glimpse_key: Tensor  # (B, H, N, K)
     glimpse_val: Tensor  # (B, H, N, K)
-    logit_key: Tensor  # (B, N, D)
+    logit_key: Tensor  # (B, N, D) pointer keys, divided by sqrt(D) (the logits' scale)
 
 
 def gather_nodes(embeddings: Tensor, index: Tensor) -> Tensor:
-    """``embeddings[b, index[b]]``: (B, N, D) and (B,) int64 -> (B, D)."""
-    return embeddings.gather(1, index[:, None, None].expand(-1, 1, embeddings.shape[-1])).squeeze(1)
+    """``embeddings[b, index[b, j]]`` concatenated over j: (B, N, D) and (B, J) int64 -> (B, J * D)."""
+    return embeddings.gather(1, index[:, :, None].expand(-1, -1, embeddings.shape[-1])).view(index.shape[0], -1)
 
 
 # -- problem adapters -----------------------------------------------------------------------------
@@ -116,8 +118,7 @@ class FirstCurrentContext(nn.Module):
         self.placeholder = nn.Parameter(torch.empty(self.dim).uniform_(-1.0, 1.0))
 
     def forward(self, embeddings: Tensor, obs: dict[str, Tensor]) -> Tensor:
-        nodes = torch.cat([gather_nodes(embeddings, obs["first_node"]),
-                           gather_nodes(embeddings, obs["current_node"])], dim=-1)  # (B, 2D)
+        nodes = gather_nodes(embeddings, torch.stack([obs["first_node"], obs["current_node"]], dim=1))  # (B, 2D)
         return torch.where(obs["step"] == 0, self.placeholder, nodes)
 
 
@@ -131,7 +132,7 @@ class CurrentScalarContext(nn.Module):
         self.dim = embed_dim + 1
 
     def forward(self, embeddings: Tensor, obs: dict[str, Tensor]) -> Tensor:
-        return torch.cat([gather_nodes(embeddings, obs["current_node"]), obs[self.key]], dim=-1)  # (B, D + 1)
+        return torch.cat([gather_nodes(embeddings, obs["current_node"][:, None]), obs[self.key]], dim=-1)  # (B, D + 1)
 
 
 ADAPTERS: dict[str, tuple[Callable[[int], nn.Module], Callable[[int], nn.Module]]] = {
@@ -214,6 +215,11 @@ class AttentionModel(nn.Module):
         self.project_step_context = nn.Linear(self.step_context.dim, d, bias=False)
         self.project_out = nn.Linear(d, d, bias=False)
 
+    @property
+    def device(self) -> torch.device:
+        """Where the parameters are (observations for :meth:`predict` are moved there)."""
+        return self.project_out.weight.device
+
     def precompute(self, obs: dict[str, Tensor]) -> AttentionCache:
         """Encode the instances of the first observation and project what every decoding step reuses."""
         h = self.init_embedding(obs)  # (B, N, D)
@@ -226,7 +232,7 @@ class AttentionModel(nn.Module):
             node_embeddings=h, fixed_context=self.project_fixed_context(h.mean(dim=1)),
             glimpse_key=glimpse_key.reshape(b, n, heads, d // heads).transpose(1, 2).contiguous(),
             glimpse_val=glimpse_val.reshape(b, n, heads, d // heads).transpose(1, 2).contiguous(),
-            logit_key=logit_key.contiguous())
+            logit_key=logit_key / math.sqrt(d))
 
     def log_probs(self, cache: AttentionCache, obs: dict[str, Tensor]) -> Tensor:
         """Log-probabilities (B, N) of the next action: log-softmax of the clipped pointer logits,
@@ -238,7 +244,7 @@ class AttentionModel(nn.Module):
         glimpse = F.scaled_dot_product_attention(query.view(b, heads, 1, d // heads), cache.glimpse_key,
                                                  cache.glimpse_val, attn_mask=mask[:, None, None, :])  # (B, H, 1, K)
         glimpse = self.project_out(glimpse.reshape(b, d))  # (B, D)
-        logits = torch.einsum("bd,bnd->bn", glimpse, cache.logit_key) / math.sqrt(d)  # (B, N)
+        logits = torch.einsum("bd,bnd->bn", glimpse, cache.logit_key)  # (B, N)
         if self.config.tanh_clipping > 0:
             logits = self.config.tanh_clipping * torch.tanh(logits)
         return logits.masked_fill(~mask, -math.inf).log_softmax(dim=-1)
@@ -260,13 +266,8 @@ class AttentionModel(nn.Module):
             int64 array (B,) for a batch. Evaluation mode is used (batch-norm running statistics); the
             module's training flag is restored afterwards.
         """
-        device = self.project_out.weight.device
         batched = np.ndim(obs["locs"]) == 3
-        x = {}
-        for key, value in obs.items():
-            t = torch.as_tensor(np.asarray(value), device=device)
-            t = t.bool() if key == "action_mask" else t.long() if not t.is_floating_point() else t.float()
-            x[key] = t if batched else t[None]
+        x = batch_observation(obs, device=self.device, batched=batched)
         was_training = self.training
         self.eval()
         try:

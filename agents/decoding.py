@@ -17,6 +17,8 @@ from gymnasium.vector import AutoresetMode
 import torch
 from torch import Tensor
 
+from routing_gym.problems import get_problem
+
 STRATEGIES = ("greedy", "sample")
 
 
@@ -79,13 +81,14 @@ def rollout(policy, env, instances, *, strategy: str = "greedy", generator: torc
     return Rollout(cost=cost, log_likelihood=log_likelihood, actions=torch.stack(actions, dim=1))
 
 
-def batch_observation(obs: dict, device=None) -> dict[str, Tensor]:
-    """A single env's numpy observation as a batch-1 dict of tensors (``action_mask`` as bools)."""
+def batch_observation(obs: dict, device=None, batched: bool = False) -> dict[str, Tensor]:
+    """A numpy observation (one env's, or a batch of them when ``batched``) as a dict of tensors with a
+    leading batch axis (``action_mask`` as bools, indices int64, the rest float32)."""
     out = {}
     for key, value in obs.items():
         t = torch.as_tensor(np.asarray(value), device=device)
         t = t.bool() if key == "action_mask" else t.float() if t.is_floating_point() else t.long()
-        out[key] = t[None]
+        out[key] = t if batched else t[None]
     return out
 
 
@@ -116,15 +119,21 @@ def start_nodes(problem: str, n_total: int, device=None) -> Tensor:
 @torch.no_grad()
 def evaluate(policy, problem: str, instances, *, batch_size: int = 1000, strategy: str = "greedy",
              device: Any = "cpu", generator: torch.Generator | None = None, **variant: Any) -> Tensor:
-    """Costs (B,) of a policy on a batch of instances (an ``Instance`` of tensors), in chunks."""
+    """Costs (B,) of a policy on a batch of instances (an ``Instance`` of tensors), in chunks. A network
+    is evaluated in evaluation mode (batch-norm running statistics) and its mode restored after."""
     total = instances.locs.shape[0]
-    num_nodes = instances.locs.shape[1] - (0 if problem == "tsp" else 1)
-    costs = []
-    env = None
-    for start in range(0, total, batch_size):
-        chunk = type(instances)(*(f[start:start + batch_size].to(device) for f in instances))
-        size = chunk.locs.shape[0]
-        if env is None or env.num_envs != size:
-            env = make_env(problem, num_nodes, size, device, **variant)
-        costs.append(rollout(policy, env, chunk, strategy=strategy, generator=generator).cost)
+    num_nodes = instances.locs.shape[1] - (1 if get_problem(problem).has_depot else 0)
+    was_training = getattr(policy, "training", False)
+    if hasattr(policy, "eval"):
+        policy.eval()
+    costs, env = [], None
+    try:
+        for start in range(0, total, batch_size):
+            chunk = type(instances)(*(f[start:start + batch_size].to(device) for f in instances))
+            if env is None or env.num_envs != chunk.locs.shape[0]:
+                env = make_env(problem, num_nodes, chunk.locs.shape[0], device, **variant)
+            costs.append(rollout(policy, env, chunk, strategy=strategy, generator=generator).cost)
+    finally:
+        if was_training:
+            policy.train()
     return torch.cat(costs)

@@ -56,26 +56,24 @@ def heads_out(w: Tensor) -> Tensor:
 
 
 def same(w: Tensor) -> Tensor:
+    """Tensors whose layout is already ours."""
     return w
 
 
-def key_mapping(config: AttentionModelConfig) -> dict[str, tuple[tuple[str, ...], Transform]]:
-    """``our key -> (their keys, transform)``: our tensor is ``transform(*their tensors)``."""
-    mapping: dict[str, tuple[tuple[str, ...], Transform]] = {}
+def key_mapping(n_layers: int) -> dict[str, tuple[tuple[str, ...], Transform]]:
+    """``our key -> (their keys, transform)``: our tensor is ``transform(*their tensors)``. It covers all
+    four problems and both normalisations; a model uses the entries whose keys it has."""
+    mapping: dict[str, tuple[tuple[str, ...], Transform]] = {"step_context.placeholder": (("W_placeholder",), same)}
     for p in ("weight", "bias"):
         mapping[f"init_embedding.node.{p}"] = ((f"init_embed.{p}",), same)
-        if config.problem != "tsp":
-            mapping[f"init_embedding.depot.{p}"] = ((f"init_embed_depot.{p}",), same)
-    if config.problem == "tsp":
-        mapping["step_context.placeholder"] = (("W_placeholder",), same)
-    norm_params = ("weight", "bias") + (("running_mean", "running_var") if config.normalization == "batch" else ())
-    for i in range(config.n_layers):
+        mapping[f"init_embedding.depot.{p}"] = ((f"init_embed_depot.{p}",), same)
+    for i in range(n_layers):
         theirs, ours = f"embedder.layers.{i}", f"layers.{i}"
         mapping[f"{ours}.attention.qkv.weight"] = (
             tuple(f"{theirs}.0.module.W_{w}" for w in ("query", "key", "val")), heads_in)
         mapping[f"{ours}.attention.out.weight"] = ((f"{theirs}.0.module.W_out",), heads_out)
         for norm, index in (("norm1", 1), ("norm2", 3)):
-            for p in norm_params:
+            for p in ("weight", "bias", "running_mean", "running_var"):
                 mapping[f"{ours}.{norm}.norm.{p}"] = ((f"{theirs}.{index}.normalizer.{p}",), same)
         for j in (0, 2):
             for p in ("weight", "bias"):
@@ -88,10 +86,10 @@ def key_mapping(config: AttentionModelConfig) -> dict[str, tuple[tuple[str, ...]
 def checkpoint_file(path: Path) -> Path:
     """The ``.pt`` file: ``path`` itself, or in a folder its last ``epoch-<k>.pt``."""
     if path.is_dir():
-        epochs = sorted(path.glob("epoch-*.pt"), key=lambda p: int(re.sub(r"\D", "", p.stem) or -1))
+        epochs = [(int(m.group(1)), p) for p in path.iterdir() if (m := re.fullmatch(r"epoch-(\d+)\.pt", p.name))]
         if not epochs:
             raise FileNotFoundError(f"{path}: no epoch-<k>.pt checkpoint in this folder")
-        return epochs[-1]
+        return max(epochs)[1]
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such checkpoint")
     return path
@@ -100,7 +98,10 @@ def checkpoint_file(path: Path) -> Path:
 def read_config(file: Path, state: dict[str, Tensor]) -> AttentionModelConfig:
     """Our config from their ``args.json`` (beside ``file``, if there) and the state dict's shapes."""
     args_file = file.parent / "args.json"
-    args = json.loads(args_file.read_text()) if args_file.is_file() else {}
+    try:
+        args = json.loads(args_file.read_text()) if args_file.is_file() else {}
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{args_file}: not valid JSON ({e})") from None
     if args.get("model", "attention") != "attention":
         raise ValueError(f"{args_file}: model {args['model']!r} is not the Attention Model")
     node_dim = state["init_embed.weight"].shape[1]
@@ -148,7 +149,7 @@ def load_kool_weights(path: str | Path, device: str | torch.device = "cpu") -> A
         raise ValueError(f"{file}: missing key {e} of Kool et al.'s Attention Model") from None
     model = AttentionModel(config)
     ours = model.state_dict()
-    mapping = key_mapping(config)
+    mapping = {key: entry for key, entry in key_mapping(config.n_layers).items() if key in ours}
     missing = sorted({k for keys, _ in mapping.values() for k in keys} - set(state))
     surplus = sorted(set(state) - {k for keys, _ in mapping.values() for k in keys})
     if missing or surplus:

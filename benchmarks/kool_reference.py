@@ -1,0 +1,85 @@
+"""Kool et al.'s published weights run by our code: greedy mean cost vs the paper's Table 1, and time.
+
+Loads each reference model from ``../shared/reference-models/kool2019/`` (beside the repository) with
+:func:`agents.kool_weights.load_kool_weights`, decodes a seeded generated test set greedily on the
+vector env (:func:`agents.decoding.evaluate`) and prints one markdown row per problem and size::
+
+    python benchmarks/kool_reference.py                      # n = 20 and 50, 10,000 instances
+    python benchmarks/kool_reference.py --num-instances 2000 --sizes 20 50 100 --threads 2
+
+The paper's numbers come from its own 10,000 test instances, so a few tenths of a percent either way
+is sampling noise; the time is wall-clock for the whole set (encoder, decoder and env steps).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from agents.decoding import evaluate
+from agents.kool_weights import load_kool_weights
+from routing_gym.problems import get_problem
+
+REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference-models" / "kool2019"
+# (problem, n) -> (folder, env variant, published greedy mean cost, Table 1 of the paper; OP as -prize)
+PUBLISHED = {
+    ("tsp", 20): ("tsp_20", {}, 3.85), ("tsp", 50): ("tsp_50", {}, 5.80), ("tsp", 100): ("tsp_100", {}, 8.12),
+    ("cvrp", 20): ("cvrp_20", {}, 6.40), ("cvrp", 50): ("cvrp_50", {}, 10.98), ("cvrp", 100): ("cvrp_100", {}, 16.80),
+    ("op", 20): ("op_dist_20", {"prize_type": "dist"}, -5.19),
+    ("op", 50): ("op_dist_50", {"prize_type": "dist"}, -15.64),
+    ("pctsp", 20): ("pctsp_det_20", {}, 3.18), ("pctsp", 50): ("pctsp_det_50", {}, 4.60),
+}
+
+
+def run(problem: str, n: int, num_instances: int, batch_size: int, seed: int, device: str) -> dict:
+    """One row: our greedy mean cost with the reference weights on a seeded set, and the time."""
+    folder, variant, published = PUBLISHED[(problem, n)]
+    model = load_kool_weights(REFERENCE / folder, device=device)
+    instances = get_problem(problem).generate(num_instances, n, generator=torch.Generator().manual_seed(seed),
+                                              **variant)
+    start = time.perf_counter()
+    with torch.inference_mode():
+        cost = evaluate(model, problem, instances, batch_size=batch_size, device=device, **variant)
+    seconds = time.perf_counter() - start
+    return {"problem": problem, "n": n, "ours": cost.mean().item(), "paper": published,
+            "gap_percent": 100 * (cost.mean().item() - published) / abs(published), "seconds": seconds,
+            "seconds_per_1000": 1000 * seconds / num_instances}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--num-instances", type=int, default=10_000, help="test instances per problem and size")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[20, 50], help="problem sizes n")
+    parser.add_argument("--problems", nargs="+", default=["tsp", "cvrp", "op", "pctsp"])
+    parser.add_argument("--batch-size", type=int, default=1000, help="instances decoded together")
+    parser.add_argument("--seed", type=int, default=1234, help="seed of the generated test sets")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows to this JSON file")
+    args = parser.parse_args()
+    if not REFERENCE.is_dir():
+        raise SystemExit(f"reference weights not found at {REFERENCE}")
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    print(f"{args.num_instances} instances per row, greedy, device {args.device}, {torch.get_num_threads()} threads\n")
+    print("| problem | n | ours | paper | gap | time (s) | s / 1000 inst. |")
+    print("|---|---|---|---|---|---|---|")
+    rows = []
+    for n in args.sizes:
+        for problem in args.problems:
+            if (problem, n) not in PUBLISHED:
+                continue
+            row = run(problem, n, args.num_instances, args.batch_size, args.seed, args.device)
+            rows.append(row)
+            print(f"| {problem.upper()} | {n} | {row['ours']:.3f} | {row['paper']:.2f} | {row['gap_percent']:+.2f}% "
+                  f"| {row['seconds']:.1f} | {row['seconds_per_1000']:.2f} |", flush=True)
+    if args.json is not None:
+        args.json.write_text(json.dumps({"num_instances": args.num_instances, "threads": torch.get_num_threads(),
+                                         "device": args.device, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""The Attention Model policy (agents/attention_model.py) and the importer of Kool et al.'s weights
+(agents/kool_weights.py): masks, log-likelihoods, acting in the single env, and the published results."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import routing_gym  # noqa: F401  (registers the envs)
+from agents.attention_model import AttentionModel, AttentionModelConfig
+from agents.decoding import evaluate, make_env, rollout
+from agents.kool_weights import load_kool_weights
+from routing_gym.problems import get_problem
+
+PROBLEMS = ("tsp", "cvrp", "op", "pctsp")
+REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference-models" / "kool2019"
+# folder, problem, env variant, published greedy mean cost at n = 20 (Table 1 of the paper)
+KOOL_20 = [("tsp_20", "tsp", {}, 3.85), ("cvrp_20", "cvrp", {}, 6.40),
+           ("op_dist_20", "op", {"prize_type": "dist"}, -5.19), ("pctsp_det_20", "pctsp", {}, 3.18)]
+
+
+def untrained(problem: str, seed: int = 0) -> AttentionModel:
+    torch.manual_seed(seed)
+    return AttentionModel(AttentionModelConfig(problem=problem, embed_dim=32, n_heads=4, n_layers=2, ff_hidden=64))
+
+
+def reset_env(problem: str, num_nodes: int, batch: int, seed: int = 0, **variant):
+    env = make_env(problem, num_nodes, batch, **variant).unwrapped
+    generator = torch.Generator().manual_seed(seed)
+    instances = get_problem(problem).generate(batch, num_nodes, generator=generator, **variant)
+    obs, _ = env.reset(options={"instances": instances})
+    return env, instances, obs
+
+
+def reference_models():
+    if not REFERENCE.is_dir():
+        pytest.skip(f"reference weights not found at {REFERENCE} (../shared is absent)")
+    return REFERENCE
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_log_probs__minus_inf_exactly_at_masked_nodes(problem):
+    model = untrained(problem)
+    env, _, obs = reset_env(problem, 10, 16)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        cache = model.precompute(obs)
+        while not bool(env.state.done.all()):
+            logp = model.log_probs(cache, obs)
+            mask = obs["action_mask"]
+            assert logp.shape == mask.shape
+            assert torch.equal(torch.isneginf(logp), ~mask)
+            assert torch.isfinite(logp[mask]).all()
+            torch.testing.assert_close(logp.exp().sum(dim=1), torch.ones(16))
+            action = torch.multinomial(mask.float(), 1, generator=generator)[:, 0]  # any allowed node
+            obs, *_ = env.step(action)
+
+
+def test_log_probs__tsp_uses_the_placeholder_at_step_0():
+    model = untrained("tsp")
+    _, _, obs = reset_env("tsp", 10, 4)
+    with torch.no_grad():
+        cache = model.precompute(obs)
+        moved = dict(obs, first_node=torch.full((4,), 3), current_node=torch.full((4,), 7))
+        torch.testing.assert_close(model.log_probs(cache, obs), model.log_probs(cache, moved))
+        later = dict(moved, step=torch.ones(4, 1))
+        assert not torch.allclose(model.log_probs(cache, obs), model.log_probs(cache, later))
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_rollout__sampled_log_likelihoods_are_finite_and_differentiable(problem):
+    model = untrained(problem)
+    env, instances, _ = reset_env(problem, 10, 32)
+    out = rollout(model, env, instances, strategy="sample", generator=torch.Generator().manual_seed(2))
+    assert torch.isfinite(out.log_likelihood).all() and (out.log_likelihood <= 0).all()
+    assert torch.isfinite(out.cost).all()
+    out.log_likelihood.mean().backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    assert grads and all(torch.isfinite(g).all() for g in grads)
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_predict__takes_allowed_actions_in_the_single_env(problem, deterministic):
+    model = untrained(problem).train()
+    env = gym.make(f"routing/{problem.upper()}-20")
+    obs, _ = env.reset(seed=3)
+    terminated = False
+    while not terminated:
+        action, state = model.predict(obs, deterministic=deterministic)
+        assert state is None and np.ndim(action) == 0 and obs["action_mask"][action] == 1
+        obs, _, terminated, _, info = env.step(action)
+    assert not info["invalid_action"] and model.training
+
+
+def test_predict__batched_observations_of_the_vector_env():
+    model = untrained("cvrp")
+    env = gym.make_vec("routing/CVRP-20", num_envs=5, vectorization_mode="vector_entry_point")
+    obs, _ = env.reset(seed=4)
+    action, _ = model.predict(obs)
+    assert action.shape == (5,) and action.dtype == np.int64
+    assert obs["action_mask"][np.arange(5), action].all()
+
+
+def test_config__rejects_unknown_problem_and_bad_heads():
+    with pytest.raises(ValueError, match="problem"):
+        AttentionModelConfig(problem="vrptw")
+    with pytest.raises(ValueError, match="divide"):
+        AttentionModelConfig(problem="tsp", embed_dim=100, n_heads=8)
+
+
+# -- the importer ---------------------------------------------------------------------------------
+def kool_first_step(state: dict, obs: dict, features: tuple[str, ...], scalar: str | None, heads: int = 8):
+    """Kool et al.'s forward pass up to the first step's log-probabilities, written directly on their
+    tensors and layout (``nets/graph_encoder.py``, ``nets/attention_model.py``)."""
+    x = torch.cat([obs["locs"], *(obs[f][..., None] for f in features)], dim=-1)
+    h = F.linear(x, state["init_embed.weight"], state["init_embed.bias"])
+    if scalar is not None:
+        h[:, 0] = F.linear(obs["locs"][:, 0], state["init_embed_depot.weight"], state["init_embed_depot.bias"])
+
+    def batch_norm(h, p):
+        return (h - state[p + "running_mean"]) / torch.sqrt(state[p + "running_var"] + 1e-5) * state[p + "weight"] \
+            + state[p + "bias"]
+
+    for i in range(3):
+        p = f"embedder.layers.{i}."
+        q, k, v = (torch.einsum("bnd,hdk->hbnk", h, state[p + f"0.module.W_{w}"]) for w in ("query", "key", "val"))
+        attention = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]), dim=-1)
+        mixed = torch.einsum("hbnk,hkd->bnd", attention @ v, state[p + "0.module.W_out"])
+        h = batch_norm(h + mixed, p + "1.normalizer.")
+        ff = F.linear(F.relu(F.linear(h, state[p + "2.module.0.weight"], state[p + "2.module.0.bias"])),
+                      state[p + "2.module.2.weight"], state[p + "2.module.2.bias"])
+        h = batch_norm(h + ff, p + "3.normalizer.")
+    b, n, d = h.shape
+    context = state["W_placeholder"].expand(b, -1) if scalar is None else torch.cat([h[:, 0], obs[scalar]], dim=-1)
+    query = F.linear(h.mean(1), state["project_fixed_context.weight"]) \
+        + F.linear(context, state["project_step_context.weight"])
+    glimpse_k, glimpse_v, logit_k = F.linear(h, state["project_node_embeddings.weight"]).chunk(3, dim=-1)
+    compat = torch.einsum("bhk,bnhk->bhn", query.view(b, heads, -1), glimpse_k.view(b, n, heads, -1)) \
+        / math.sqrt(d // heads)
+    compat = compat.masked_fill(~obs["action_mask"][:, None], -math.inf)
+    glimpse = torch.einsum("bhn,bnhk->bhk", compat.softmax(-1), glimpse_v.view(b, n, heads, -1)).reshape(b, d)
+    logits = F.linear(glimpse, state["project_out.weight"])[:, None] @ logit_k.transpose(1, 2) / math.sqrt(d)
+    return (10 * torch.tanh(logits[:, 0])).masked_fill(~obs["action_mask"], -math.inf).log_softmax(-1)
+
+
+@pytest.mark.parametrize("folder, problem, variant, features, scalar", [
+    ("tsp_20", "tsp", {}, (), None), ("cvrp_20", "cvrp", {}, ("demand",), "remaining_capacity"),
+    ("op_dist_20", "op", {"prize_type": "dist"}, ("prize",), "remaining_length"),
+    ("pctsp_det_20", "pctsp", {}, ("prize", "penalty"), "prize_to_collect")])
+def test_kool_weights__first_step_matches_their_formulas(folder, problem, variant, features, scalar):
+    path = reference_models() / folder / "epoch-99.pt"
+    model = load_kool_weights(path)
+    state = torch.load(path, weights_only=True)["model"]
+    _, _, obs = reset_env(problem, 20, 64, seed=5, **variant)
+    with torch.no_grad():
+        ours = model.log_probs(model.precompute(obs), obs)
+        theirs = kool_first_step(state, obs, features, scalar)
+    torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("folder, problem, variant, published", KOOL_20)
+def test_kool_weights__greedy_cost_matches_table_1(folder, problem, variant, published):
+    model = load_kool_weights(reference_models() / folder)
+    assert model.config.problem == problem and not model.training
+    instances = get_problem(problem).generate(2000, 20, generator=torch.Generator().manual_seed(1234), **variant)
+    with torch.inference_mode():
+        cost = evaluate(model, problem, instances, batch_size=1000, **variant).mean().item()
+    assert abs(cost - published) <= 0.01 * abs(published), f"{folder}: our greedy mean {cost:.4f} vs {published}"
+
+
+def test_kool_weights__clear_errors_name_the_file(tmp_path):
+    source = reference_models() / "cvrp_20"
+    state = torch.load(source / "epoch-99.pt", weights_only=True)["model"]
+    (tmp_path / "args.json").write_text(json.dumps({"problem": "sdvrp", "model": "attention"}))
+    torch.save({"model": state}, tmp_path / "epoch-99.pt")
+    with pytest.raises(ValueError, match=r"args\.json.*sdvrp"):
+        load_kool_weights(tmp_path)
+    (tmp_path / "args.json").write_text(json.dumps({"problem": "cvrp"}))
+    del state["project_out.weight"]
+    torch.save({"model": state}, tmp_path / "epoch-99.pt")
+    with pytest.raises(ValueError, match=r"epoch-99\.pt.*project_out\.weight"):
+        load_kool_weights(tmp_path / "epoch-99.pt")
