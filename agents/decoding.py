@@ -20,6 +20,7 @@ from torch import Tensor
 from routing_gym.problems import get_problem
 
 STRATEGIES = ("greedy", "sample")
+SYNC_EVERY = 8  # decoding steps between checks whether every episode has ended
 
 
 class Rollout(NamedTuple):
@@ -59,6 +60,7 @@ def rollout(policy, env, instances, *, strategy: str = "greedy", generator: torc
     log_likelihood = torch.zeros(b, device=env.device)
     actions = []
     max_steps = int(env.single_observation_space["step"].high[0])
+    n_total = env.n_total
     for t in range(max_steps):
         logp = policy.log_probs(cache, obs)
         if strategy == "greedy":
@@ -74,9 +76,11 @@ def rollout(policy, env, instances, *, strategy: str = "greedy", generator: torc
         obs, reward, terminated, _, _ = env.step(a)
         cost = cost - reward
         actions.append(a)
-        if bool(terminated.all()):
+        # a host synchronisation, so only every SYNC_EVERY steps (and at N, when every TSP tour ends);
+        # steps past an episode's end are no-ops that add nothing
+        if ((t + 1) % SYNC_EVERY == 0 or t + 1 == n_total) and bool(terminated.all()):
             break
-    else:
+    if not bool(env.state.done.all()):
         raise RuntimeError(f"rollout did not finish within {max_steps} steps")
     return Rollout(cost=cost, log_likelihood=log_likelihood, actions=torch.stack(actions, dim=1))
 
