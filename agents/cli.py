@@ -150,6 +150,15 @@ def cmd_play(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from .pretrained import export_policy
+
+    meta = export_policy(args.checkpoint, args.out)
+    print(f"wrote {args.out}: {meta['problem']}-{meta['num_nodes']}, {meta['instances_seen']} instances seen, "
+          f"validation cost {meta['val_cost']}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="routing-gym", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -182,7 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--policy", required=True, help="checkpoint path, 'pretrained', 'nearest' or 'random'")
     e.add_argument("--dataset", help=".npz dataset (DESIGN.md format); else --num-instances seeded instances")
     e.add_argument("--num-instances", type=int, default=10_000)
-    e.add_argument("--seed", type=int, default=1234)
+    e.add_argument("--seed", type=int, default=4321,
+                   help="seed of the generated test set (the trainer validates on seed 1234, kept apart)")
     e.add_argument("--decode", choices=("greedy", "sample"), default="greedy")
     e.add_argument("--batch-size", type=int, default=1000)
     e.add_argument("--device", default="cpu")
@@ -197,6 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--out", help="rollout.gif or .mp4; without it a window opens")
     r.set_defaults(func=cmd_render)
+
+    x = sub.add_parser("export", help="write a trainer checkpoint's policy as a small policy file")
+    x.add_argument("--checkpoint", required=True, help="a trainer checkpoint (OUT_DIR/last.pt)")
+    x.add_argument("--out", required=True, help="e.g. agents/weights/tsp20.pt")
+    x.set_defaults(func=cmd_export)
 
     p = sub.add_parser("play", help="build a tour by clicking, then compare with a policy")
     p.add_argument("--problem", choices=PROBLEM_CHOICES, default="tsp")

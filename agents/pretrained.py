@@ -50,6 +50,30 @@ def load_policy_file(path: str | os.PathLike, device: Any = "cpu") -> AttentionM
     raise ValueError(f"checkpoint {path} is neither a routing-gym checkpoint nor reference weights")
 
 
+def export_policy(trainer_checkpoint: str | os.PathLike, path: str | os.PathLike) -> dict:
+    """Write the policy of a trainer checkpoint as a small policy file with its metadata record
+    (problem, size, training instances seen, trainer settings, last validation cost)."""
+    ckpt = load_checkpoint(trainer_checkpoint, kind="trainer")
+    cfg = ckpt["config"]
+    val = _last_validation(Path(trainer_checkpoint).with_name("metrics.csv"))
+    meta = {"problem": cfg["problem"], "num_nodes": cfg["num_nodes"], "instances_seen": ckpt["instances_seen"],
+            "epochs": ckpt["epoch"], "trainer": {k: v for k, v in cfg.items() if k != "out_dir"},
+            "val_cost": val, "val_size": cfg["val_size"], "val_seed": cfg["val_seed"]}
+    save_checkpoint(path, kind="policy", payload={"model_config": ckpt["model_config"], "model": ckpt["model"],
+                                                  "meta": meta})
+    return meta
+
+
+def _last_validation(metrics_csv: Path) -> float | None:
+    if not metrics_csv.is_file():
+        return None
+    import csv
+
+    with metrics_csv.open() as f:
+        rows = list(csv.DictReader(f))
+    return float(rows[-1]["val_cost"]) if rows else None
+
+
 def pretrained_path(problem: str, num_nodes: int) -> Path:
     return WEIGHTS_DIR / f"{problem.lower()}{num_nodes}.pt"
 

@@ -76,6 +76,11 @@ def test_cli__train_then_eval_a_checkpoint(tmp_path):
                           "--policy", str(out / "last.pt"), "--num-instances", "50"],
                          check=True, capture_output=True, text=True)
     assert "cvrp-5" in res.stdout and "mean cost" in res.stdout
+    res = subprocess.run([sys.executable, "-m", "agents.cli", "export", "--checkpoint", str(out / "last.pt"),
+                          "--out", str(tmp_path / "cvrp5.pt")], check=True, capture_output=True, text=True)
+    assert "cvrp-5, 64 instances seen" in res.stdout
+    meta = load_checkpoint(tmp_path / "cvrp5.pt", kind="policy")["meta"]
+    assert meta["problem"] == "cvrp" and meta["instances_seen"] == 64 and meta["val_cost"] > 0
     res = subprocess.run([sys.executable, "-m", "agents.cli", "eval", "--problem", "tsp", "--num-nodes", "5",
                           "--policy", str(out / "last.pt"), "--num-instances", "5"], capture_output=True, text=True)
     assert res.returncode == 2 and "holds a cvrp policy, not tsp" in res.stderr
