@@ -9,6 +9,10 @@ PCTSP.
   embeddings) plus the projected step context; an ``n_heads`` glimpse attends over the allowed nodes,
   and a single-head pointer gives logits clipped to ``tanh_clipping * tanh(.)``, with ``-inf`` at the
   masked nodes. The glimpse keys and values and the pointer keys are projected once per instance.
+- Optional (``distance_bias=True``, off by default): a distance-biased encoder in the style of
+  Graphormer's spatial encoding (Ying et al., "Do Transformers Really Perform Bad for Graph
+  Representation?", NeurIPS 2021): every encoder layer adds a learned per-head bias ``phi_h(d_ij)`` of
+  the Euclidean distance between nodes i and j to its self-attention logits before the softmax.
 
 The problem-specific parts are two small adapters per problem, picked from :data:`ADAPTERS`: what a
 node's initial embedding reads (after its (x, y), in Kool's order) and the step context (TSP: the
@@ -56,6 +60,10 @@ class AttentionModelConfig:
     """C in the pointer logits ``C * tanh(u)``; 0 disables the clipping."""
     normalization: str = "batch"
     """Normalisation after each encoder sublayer: ``"batch"`` (the paper's) or ``"instance"``."""
+    distance_bias: bool = False
+    """Add a learned per-head bias of the pairwise Euclidean distance to every encoder layer's
+    self-attention logits (:class:`DistanceBias`, one per layer); off (the paper's model) by default.
+    The default model's parameters and their names are unchanged by this field."""
 
     def __post_init__(self):
         if self.problem not in ADAPTERS:
@@ -145,8 +153,31 @@ ADAPTERS: dict[str, tuple[Callable[[int], nn.Module], Callable[[int], nn.Module]
 
 
 # -- encoder --------------------------------------------------------------------------------------
+class DistanceBias(nn.Module):
+    """A learned per-head bias of pairwise distances, ``phi(d_ij)`` for each of the H heads: a small MLP
+    ``1 -> hidden -> H`` (ReLU) applied to every entry of the (B, N, N) distance matrix."""
+
+    def __init__(self, n_heads: int, hidden: int = 16):
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(1, hidden), nn.ReLU(), nn.Linear(hidden, n_heads))
+
+    def forward(self, dist: Tensor) -> Tensor:
+        return self.mlp(dist[..., None]).permute(0, 3, 1, 2)  # (B, N, N) -> (B, H, N, N)
+
+
+def pairwise_distances(locs: Tensor) -> Tensor:
+    """Euclidean distances (B, N, N) between the nodes of ``locs`` (B, N, 2)."""
+    diff = locs[:, :, None, :] - locs[:, None, :, :]  # (B, N, N, 2)
+    return diff.square().sum(dim=-1).sqrt()
+
+
 class SelfAttention(nn.Module):
-    """Multi-head self-attention without biases: queries, keys and values from one fused projection."""
+    """Multi-head self-attention without biases: queries, keys and values from one fused projection.
+
+    ``forward(h, bias=None, key_padding_mask=None)``: ``bias`` (B, H, N, N) float is added to the
+    attention logits before the softmax (the distance bias); ``key_padding_mask`` (B, N) bool, True at
+    padding nodes, removes those nodes as keys (every query must keep at least one key).
+    """
 
     def __init__(self, embed_dim: int, n_heads: int):
         super().__init__()
@@ -156,10 +187,14 @@ class SelfAttention(nn.Module):
         bound = 1.0 / math.sqrt(embed_dim // n_heads)  # the paper's init: U(-1/sqrt(K), 1/sqrt(K))
         nn.init.uniform_(self.qkv.weight, -bound, bound)
 
-    def forward(self, h: Tensor) -> Tensor:
+    def forward(self, h: Tensor, bias: Tensor | None = None, key_padding_mask: Tensor | None = None) -> Tensor:
         b, n, d = h.shape
         q, k, v = self.qkv(h).view(b, n, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)  # (B, H, N, K)
-        heads = F.scaled_dot_product_attention(q, k, v)  # (B, H, N, K)
+        if key_padding_mask is not None:
+            pad = torch.zeros(b, 1, 1, n, dtype=h.dtype, device=h.device).masked_fill(
+                key_padding_mask[:, None, None, :], -math.inf)  # (B, 1, 1, N)
+            bias = pad if bias is None else bias + pad
+        heads = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)  # (B, H, N, K)
         return self.out(heads.transpose(1, 2).reshape(b, n, d))  # (B, N, D)
 
 
@@ -177,7 +212,8 @@ class Normalization(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    """``h = norm1(h + attention(h)); h = norm2(h + feed_forward(h))``."""
+    """``h = norm1(h + attention(h)); h = norm2(h + feed_forward(h))``; with ``config.distance_bias``
+    the attention logits get ``DistanceBias(dist)`` from the (B, N, N) distances passed to ``forward``."""
 
     def __init__(self, config: AttentionModelConfig):
         super().__init__()
@@ -186,9 +222,12 @@ class EncoderLayer(nn.Module):
         self.norm1 = Normalization(d, config.normalization)
         self.feed_forward = nn.Sequential(nn.Linear(d, config.ff_hidden), nn.ReLU(), nn.Linear(config.ff_hidden, d))
         self.norm2 = Normalization(d, config.normalization)
+        if config.distance_bias:  # registered only when on, so the default model's state dict is unchanged
+            self.distance_bias = DistanceBias(config.n_heads)
 
-    def forward(self, h: Tensor) -> Tensor:
-        h = self.norm1(h + self.attention(h))
+    def forward(self, h: Tensor, dist: Tensor | None = None, key_padding_mask: Tensor | None = None) -> Tensor:
+        bias = self.distance_bias(dist) if dist is not None and hasattr(self, "distance_bias") else None
+        h = self.norm1(h + self.attention(h, bias, key_padding_mask))
         return self.norm2(h + self.feed_forward(h))
 
 
@@ -220,11 +259,18 @@ class AttentionModel(nn.Module):
         """Where the parameters are (observations for :meth:`predict` are moved there)."""
         return self.project_out.weight.device
 
+    def encode(self, obs: dict[str, Tensor]) -> Tensor:
+        """Node embeddings (B, N, D): initial embedding, then the encoder layers (with the distance
+        bias when configured)."""
+        h = self.init_embedding(obs)  # (B, N, D)
+        dist = pairwise_distances(obs["locs"]) if self.config.distance_bias else None  # (B, N, N)
+        for layer in self.layers:
+            h = layer(h, dist)
+        return h
+
     def precompute(self, obs: dict[str, Tensor]) -> AttentionCache:
         """Encode the instances of the first observation and project what every decoding step reuses."""
-        h = self.init_embedding(obs)  # (B, N, D)
-        for layer in self.layers:
-            h = layer(h)
+        h = self.encode(obs)  # (B, N, D)
         b, n, d = h.shape
         heads = self.config.n_heads
         glimpse_key, glimpse_val, logit_key = self.project_node_embeddings(h).chunk(3, dim=-1)  # (B, N, D) each

@@ -69,6 +69,8 @@ def cmd_train(args) -> int:
         fields = {f.name for f in dataclasses.fields(TrainConfig)}
         given = {k: v for k, v in vars(args).items() if k in fields and v is not None}
         given.setdefault("out_dir", f"runs/{args.problem}{args.num_nodes}")
+        if args.distance_bias:
+            given["model"] = {"distance_bias": True}
         trainer = Trainer(TrainConfig(**given))
     trainer.fit(progress=not args.no_progress)
     return 0
@@ -163,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="routing-gym", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
 
-    t = sub.add_parser("train", help="train the attention model with REINFORCE (rollout baseline)")
+    t = sub.add_parser("train", help="train a policy (attention model or pointer network) with REINFORCE")
     t.add_argument("--problem", choices=PROBLEM_CHOICES, default="tsp")
     t.add_argument("--num-nodes", type=int, default=20)
     t.add_argument("--prize-type", choices=("const", "unif", "dist"))
@@ -173,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--lr", type=float)
     t.add_argument("--lr-decay", type=float)
     t.add_argument("--baseline", choices=("rollout", "exponential", "pomo"))
+    t.add_argument("--policy", choices=("attention", "pointer"), help="network to train (default: attention)")
+    t.add_argument("--distance-bias", action="store_true", help="attention model: distance-biased encoder")
     t.add_argument("--eval-size", type=int)
     t.add_argument("--val-size", type=int)
     t.add_argument("--seed", type=int)

@@ -102,8 +102,14 @@ def env_policy(policy, name: str, *, deterministic: bool = True, generator: torc
     if hasattr(policy, "eval"):
         policy.eval()
 
+    memory = {"state": None}
+
     @torch.no_grad()
     def act(env, obs) -> int:
+        if hasattr(policy, "predict"):  # the networks; recurrent ones carry their state between calls
+            action, memory["state"] = policy.predict(obs, memory["state"], deterministic=deterministic,
+                                                     generator=generator)
+            return int(action)
         x = batch_observation(obs, device=getattr(policy, "device", None))
         logp = policy.log_probs(policy.precompute(x), x)[0]
         if deterministic:

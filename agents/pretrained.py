@@ -42,7 +42,11 @@ def load_policy_file(path: str | os.PathLike, device: Any = "cpu") -> AttentionM
         if ckpt.get("kind") not in ("policy", "trainer"):
             raise ValueError(f"checkpoint {path} holds a {ckpt.get('kind')!r}, not a policy")
         try:
-            policy = AttentionModel(AttentionModelConfig(**ckpt["model_config"]))
+            from .reinforce import build_policy
+
+            name = ckpt.get("config", {}).get("policy") or ckpt.get("meta", {}).get("trainer", {}).get("policy",
+                                                                                                          "attention")
+            policy = build_policy(name, ckpt["model_config"])
             policy.load_state_dict(ckpt["model"])
         except (KeyError, TypeError, RuntimeError) as e:
             raise ValueError(f"checkpoint {path} does not describe a valid attention model: {e}") from None

@@ -30,6 +30,12 @@ from routing_gym.problems import get_problem
 from .attention_model import AttentionModel, AttentionModelConfig
 from .checkpoint import load_checkpoint, save_checkpoint
 from .decoding import evaluate, make_env, rollout, start_nodes
+from .pointer_network import PointerNetwork, PointerNetworkConfig
+
+POLICIES = {  # TrainConfig.policy: (model class, its config class)
+    "attention": (AttentionModel, AttentionModelConfig),
+    "pointer": (PointerNetwork, PointerNetworkConfig),
+}
 
 BASELINES = ("rollout", "exponential", "pomo")
 RANK_SEED_STRIDE = 1_000_003  # rank r draws training instances and samples from seed + r * stride
@@ -84,11 +90,23 @@ class TrainConfig:
     """Batch size of the greedy evaluations (baseline and validation)."""
     out_dir: str = "runs/train"
     """Where checkpoints, ``metrics.csv`` and TensorBoard logs go."""
+    policy: str = "attention"
+    """The network trained, a key of :data:`POLICIES`: ``attention`` (the Attention Model) or ``pointer``
+    (the Pointer Network)."""
     model: dict = field(default_factory=dict)
-    """Overrides of :class:`AttentionModelConfig` fields (e.g. ``{"n_layers": 2}``)."""
+    """Overrides of the policy's config fields (:class:`AttentionModelConfig`, e.g. ``{"n_layers": 2}``,
+    or :class:`PointerNetworkConfig`)."""
 
     def variant(self) -> dict:
         return {"prize_type": self.prize_type} if self.problem == "op" else {}
+
+
+def build_policy(name: str, model_config: dict) -> nn.Module:
+    """The policy ``name`` (a key of :data:`POLICIES`) built from its config fields."""
+    if name not in POLICIES:
+        raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {name!r}")
+    model, config = POLICIES[name]
+    return model(config(**model_config))
 
 
 def resolve_device(name: str) -> torch.device:
@@ -152,7 +170,7 @@ class Trainer:
     gradient accumulation. Only rank 0 writes checkpoints, metrics and progress.
     """
 
-    def __init__(self, config: TrainConfig, policy: AttentionModel | None = None, *, init_baseline: bool = True):
+    def __init__(self, config: TrainConfig, policy: nn.Module | None = None, *, init_baseline: bool = True):
         self.cfg = config
         self.device = resolve_device(config.device)
         self.problem = get_problem(config.problem)
@@ -161,7 +179,7 @@ class Trainer:
         if policy is None:
             with torch.random.fork_rng(devices=[]):  # seeded initial weights, global RNG left as it was
                 torch.manual_seed(config.seed)
-                policy = AttentionModel(AttentionModelConfig(problem=config.problem, **config.model))
+                policy = build_policy(config.policy, dict(config.model, problem=config.problem))
         self.rank, self.world_size = world()
         for name, size in (("batch_size", config.batch_size), ("eval_size", config.eval_size),
                            ("val_size", config.val_size)):
@@ -180,7 +198,7 @@ class Trainer:
         self.epoch = 0
         self.instances_seen = 0
         self.exp_value: float | None = None
-        self.baseline_policy: AttentionModel | None = None
+        self.baseline_policy: nn.Module | None = None
         self.eval_set = None
         self.eval_costs: Tensor | None = None
         self.val_set = self.problem.generate(config.val_size, config.num_nodes, device=self.device,
@@ -361,8 +379,8 @@ class Trainer:
         config = dict(ckpt["config"], **overrides)
         if overrides.get("problem", ckpt["config"]["problem"]) != ckpt["config"]["problem"]:
             raise ValueError(f"checkpoint {path} trains {ckpt['config']['problem']!r}, not {overrides['problem']!r}")
-        trainer = cls(TrainConfig(**config), policy=AttentionModel(AttentionModelConfig(**ckpt["model_config"])),
-                      init_baseline=False)
+        policy = build_policy(config.get("policy", "attention"), ckpt["model_config"])
+        trainer = cls(TrainConfig(**config), policy=policy, init_baseline=False)
         try:
             trainer.policy.load_state_dict(ckpt["model"])
             if ckpt["baseline_model"] is not None:

@@ -115,9 +115,8 @@ class AttentionExtractor(BaseFeaturesExtractor):
         self.node_index_keys = tuple(k for k, s in observation_space.spaces.items() if isinstance(s, spaces.Discrete))
         self.tanh_clipping = tanh_clipping
         # the Attention Model's own modules (its decoder is not used)
-        self.init_embedding = model.init_embedding
-        self.layers = model.layers
-        self.step_context = model.step_context
+        self.encoder = model  # its encode() (initial embedding + layers, distance bias) and step context
+        self.init_embedding, self.layers, self.step_context = model.init_embedding, model.layers, model.step_context
         self.freeze_encoder = freeze_encoder
         for module in (self.init_embedding, self.layers):
             module.requires_grad_(not freeze_encoder)
@@ -145,9 +144,7 @@ class AttentionExtractor(BaseFeaturesExtractor):
 
     def forward(self, observations: dict[str, Tensor]) -> Tensor:
         obs = self.unpreprocess(observations)
-        h = self.init_embedding(obs)  # (B, N, D)
-        for layer in self.layers:
-            h = layer(h)
+        h = self.encoder.encode(obs)  # (B, N, D)
         graph = h.mean(dim=1)  # (B, D)
         context = self.step_context(h, obs)  # (B, C)
         query = self.project_query(torch.cat([graph, context], dim=-1))  # (B, D)

@@ -1,0 +1,135 @@
+"""The policies of routing-gym on TSP-20 at an equal training budget (the same number of training instances):
+the Attention Model, the distance-biased Attention Model and the Pointer Network trained by REINFORCE
+(greedy-rollout baseline, :class:`agents.reinforce.Trainer`), and the Pointer Network trained by supervised
+learning on labelled tours (:mod:`agents.supervised`: farthest insertion + 2-opt labels on TSP-20, and/or
+exact Held-Karp labels on smaller instances, ``--label-nodes``). Every policy is decoded greedily on the
+same seeded validation set (the trainer's, ``val_seed`` 1234)::
+
+    python benchmarks/policy_comparison.py                      # a few minutes per policy on 2 CPU cores
+    python benchmarks/policy_comparison.py --instances 1280000 --epochs 10 --batch-size 512 --device cuda
+
+Prints a markdown table and writes it with the settings to ``benchmarks/results/policy_comparison.{md,json}``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from agents.decoding import evaluate
+from agents.exact import MAX_NODES
+from agents.heuristics import heuristic_tours
+from agents.pointer_network import PointerNetwork, PointerNetworkConfig
+from agents.reinforce import TrainConfig, Trainer
+from agents.supervised import SupervisedConfig, label_tsp, train_supervised
+from routing_gym.problems import TSP, tour_cost
+
+ROOT = Path(__file__).resolve().parents[1]
+RL_POLICIES = {  # row label: (TrainConfig.policy, model overrides)
+    "Attention Model (RL)": ("attention", {}),
+    "Attention Model + distance bias (RL)": ("attention", {"distance_bias": True}),
+    "Pointer Network (RL)": ("pointer", {}),
+}
+
+
+def train_rl(args, policy: str, model: dict, out_dir: str) -> tuple[float, float, int]:
+    """(greedy validation cost, training seconds, parameters) of one REINFORCE run."""
+    config = TrainConfig(problem="tsp", num_nodes=args.num_nodes, epochs=args.epochs,
+                         epoch_size=args.instances // args.epochs, batch_size=args.batch_size, lr=args.lr,
+                         eval_size=args.eval_size, val_size=args.val_size, seed=args.seed, device=args.device,
+                         out_dir=out_dir, policy=policy, model=model)
+    trainer = Trainer(config)
+    start = time.perf_counter()
+    rows = trainer.fit(progress=False, log=False)
+    return rows[-1]["val_cost"], time.perf_counter() - start, sum(p.numel() for p in trainer.policy.parameters())
+
+
+def train_sl(args, labels: str, num_nodes: int, val_set) -> tuple[float, float, int, float]:
+    """(greedy validation cost, training seconds including labelling, parameters, mean label cost) of the
+    Pointer Network trained on ``args.instances`` labelled instances of ``num_nodes`` nodes."""
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
+                          "cpu" if args.device == "auto" else args.device)
+    generator = torch.Generator(device=device).manual_seed(args.seed)
+    instances = TSP.generate(args.instances, num_nodes, generator=generator)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(args.seed)
+        policy = PointerNetwork(PointerNetworkConfig(problem="tsp")).to(device)
+    start = time.perf_counter()
+    tours = label_tsp(instances.locs) if labels == "exact" else heuristic_tours(TSP, instances, "2opt")
+    label_cost = float(tour_cost(TSP, instances, tours).mean())
+    train_supervised(policy, "tsp", instances, tours,
+                     SupervisedConfig(epochs=1, batch_size=args.batch_size, lr=args.lr, seed=args.seed))
+    seconds = time.perf_counter() - start
+    cost = float(evaluate(policy, "tsp", val_set, device=device).mean())
+    return cost, seconds, sum(p.numel() for p in policy.parameters()), label_cost
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--num-nodes", type=int, default=20)
+    parser.add_argument("--instances", type=int, default=12_800, help="training instances per policy")
+    parser.add_argument("--epochs", type=int, default=2, help="REINFORCE epochs the instances are split into")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--eval-size", type=int, default=500, help="rollout baseline's evaluation set")
+    parser.add_argument("--val-size", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (1 is fastest on a shared, oversubscribed CPU)")
+    parser.add_argument("--supervised", nargs="*", default=["2opt", "exact"], choices=["2opt", "exact"],
+                        help="supervised rows: 2-opt labels at --num-nodes, exact labels at --label-nodes")
+    parser.add_argument("--label-nodes", type=int, default=10, help="instance size of the exact labels (<= 12 fast)")
+    parser.add_argument("--only", nargs="*", help="run only the rows whose label contains one of these words")
+    args = parser.parse_args()
+    if args.label_nodes > MAX_NODES:
+        parser.error(f"--label-nodes must be <= {MAX_NODES}")
+
+    torch.set_num_threads(args.threads)
+    val_set = TSP.generate(args.val_size, args.num_nodes, generator=torch.Generator().manual_seed(1234))
+    rows = []
+    reference = float(tour_cost(TSP, val_set, heuristic_tours(TSP, val_set, "2opt")).mean())
+    rows.append({"policy": "farthest insertion + 2-opt (reference, no training)", "training": "-",
+                 "val_cost": reference, "train_s": 0.0, "params": 0})
+
+    def wanted(name: str) -> bool:
+        return not args.only or any(w.lower() in name.lower() for w in args.only)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (policy, model) in RL_POLICIES.items():
+            if wanted(name):
+                cost, seconds, params = train_rl(args, policy, model, f"{tmp}/{policy}{len(rows)}")
+                rows.append({"policy": name, "training": f"REINFORCE, rollout baseline, {args.epochs} epochs",
+                             "val_cost": cost, "train_s": seconds, "params": params})
+                print(rows[-1], flush=True)
+    for labels in args.supervised:
+        n = args.num_nodes if labels == "2opt" else args.label_nodes
+        name = f"Pointer Network (supervised, {'2-opt' if labels == '2opt' else 'Held-Karp'} labels, TSP-{n})"
+        if wanted(name):
+            cost, seconds, params, label_cost = train_sl(args, labels, n, val_set)
+            rows.append({"policy": name, "training": f"teacher forcing, 1 epoch, label cost {label_cost:.3f}",
+                         "val_cost": cost, "train_s": seconds, "params": params})
+            print(rows[-1], flush=True)
+
+    lines = [f"TSP-{args.num_nodes}, {args.instances} training instances per policy, batch {args.batch_size}, "
+             f"Adam lr {args.lr}; greedy mean cost on {args.val_size} seeded validation instances "
+             f"({platform.processor() or platform.machine()}, torch {torch.__version__}, "
+             f"{torch.get_num_threads()} threads)", "",
+             "| policy | training | params | train time (s) | greedy val cost |", "|---|---|---:|---:|---:|"]
+    lines += [f"| {r['policy']} | {r['training']} | {r['params']:,} | {r['train_s']:.0f} | {r['val_cost']:.3f} |"
+              for r in rows]
+    table = "\n".join(lines)
+    print(table)
+    out = ROOT / "benchmarks" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "policy_comparison.md").write_text(table + "\n")
+    (out / "policy_comparison.json").write_text(json.dumps({"settings": vars(args), "rows": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
