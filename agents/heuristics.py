@@ -1,11 +1,49 @@
-"""Classic constructive heuristics, written as policies of the decoding protocol (``precompute`` /
-``log_probs``) so that they run batched on the same vector env as the learned policies."""
+"""Classic heuristics for the four problems, batched in torch (no Python loop over instances).
+
+Two forms, one implementation:
+
+- functions from a batch of instances to tours (B, S) int64 in the env's action format (tours that end
+  early are padded with the no-op: the depot for depot problems), which
+  :func:`routing_gym.problems.tour_cost` accepts: :func:`heuristic_tours` by name, or the pieces
+  (:func:`nearest_neighbour_tsp`, :func:`insertion_tsp`, :func:`construct`, :func:`two_opt`);
+- policies of the decoding protocol of :mod:`agents.decoding` (``precompute`` / ``log_probs``), so that
+  ``routing-gym eval --policy NAME`` runs any of them on the vector env: :data:`HEURISTICS` maps a name to
+  a class whose instances are such policies.
+
+==================== ========================================================================================
+name                 what it does
+==================== ========================================================================================
+``random``           uniform over the allowed nodes
+``nearest``          nearest allowed node (TSP from node 0; CVRP/OP: the depot only when no customer fits;
+                     PCTSP: back as soon as the depot is allowed and nearest)
+``greedy``           nearest feasible node, problem-aware: as ``nearest`` for TSP and CVRP; OP takes the best
+                     prize per distance among the reachable nodes; PCTSP collects the prize by nearest
+                     neighbour, then keeps visiting the nearest node while its penalty exceeds its detour
+``nearest_insertion`` TSP: insert the node nearest to the tour at its cheapest position
+``farthest_insertion`` TSP: insert the node farthest from the tour at its cheapest position
+``random_insertion``  TSP: insert nodes in random order (seed 0) at their cheapest position
+``2opt``             TSP: farthest insertion then 2-opt; CVRP: ``greedy`` then intra-route 2-opt; OP and
+                     PCTSP: ``greedy``, then rounds of 2-opt and node insertion / removal
+                     (:func:`improve_routes`)
+==================== ========================================================================================
+
+References: Rosenkrantz, Stearns & Lewis (1977) for the insertion rules; Croes (1958) for 2-opt. Kool et
+al. 2019 (Table 1) report the same baselines for TSP.
+"""
 from __future__ import annotations
+
+from functools import partial
+from typing import Callable
 
 import torch
 from torch import Tensor
 
+from routing_gym.problems import CVRP, OP, PCTSP, TSP, get_problem, step
 
+INSERTION_RULES = ("nearest", "farthest", "random")
+
+
+# -- policies of the decoding protocol ------------------------------------------------------------
 class NearestNeighbour:
     """Go to the nearest allowed node. TSP starts at node 0. CVRP and OP go back to the depot only when
     no customer is allowed; PCTSP goes back as soon as the depot is allowed and nearest (it ignores
@@ -37,4 +75,329 @@ class UniformRandom:
         return torch.log(mask.float() / mask.sum(dim=-1, keepdim=True))
 
 
-HEURISTICS = {"nearest": NearestNeighbour, "random": UniformRandom}
+def one_hot_log_probs(score: Tensor, mask: Tensor) -> Tensor:
+    """Log-probabilities (B, N) that put (almost) all mass on the allowed node of highest ``score``."""
+    best = score.masked_fill(~mask, float("-inf")).argmax(dim=-1)
+    logits = torch.full_like(score, -1e4).scatter(1, best[:, None], 0.0)
+    return logits.masked_fill(~mask, float("-inf")).log_softmax(dim=-1)
+
+
+class Greedy:
+    """Nearest feasible node, problem-aware (see the module table); deterministic, so greedy decoding,
+    sampling and beam search all follow it."""
+
+    def precompute(self, obs: dict) -> Tensor:
+        return obs["locs"]
+
+    def log_probs(self, locs: Tensor, obs: dict) -> Tensor:
+        b = torch.arange(locs.shape[0], device=locs.device)
+        mask = obs["action_mask"].bool()
+        current = locs[b, obs["current_node"]]  # (B, 2)
+        dist = torch.linalg.vector_norm(locs - current[:, None], dim=-1)  # (B, N)
+        nodes = torch.arange(mask.shape[1], device=mask.device)
+        depot = nodes == 0
+        if "remaining_length" in obs:  # OP: best prize per unit of distance; the depot when nothing fits
+            score = obs["prize"] / dist.clamp(min=1e-9)
+            score = torch.where(depot, -1.0, score)
+        elif "prize_to_collect" in obs:  # PCTSP
+            to_depot = torch.linalg.vector_norm(locs - locs[:, :1], dim=-1)  # (B, N)
+            detour = dist + to_depot - to_depot.gather(1, obs["current_node"][:, None])
+            worth = obs["penalty"] > detour
+            collecting = obs["prize_to_collect"][:, 0] > 0
+            keep = mask & ~depot & (collecting[:, None] | worth)
+            score = torch.where(keep, -dist, float("-inf"))
+            score = torch.where(depot, torch.where(keep.any(dim=1, keepdim=True), float("-inf"), 0.0), score)
+            return one_hot_log_probs(score, mask)
+        else:
+            return NearestNeighbour().log_probs(locs, obs)
+        return one_hot_log_probs(score, mask)
+
+
+class PlannedTours:
+    """A policy that plans the whole tour at ``precompute`` (with :func:`heuristic_tours`) and then plays
+    it back, one action per step (``obs["step"]`` indexes the plan)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def precompute(self, obs: dict) -> Tensor:
+        problem, instances = instances_from_obs(obs)
+        return heuristic_tours(problem, instances, self.name)
+
+    def log_probs(self, tours: Tensor, obs: dict) -> Tensor:
+        mask = obs["action_mask"].bool()
+        t = obs["step"][:, 0].long().clamp(max=tours.shape[1] - 1)
+        planned = tours.gather(1, t[:, None]).squeeze(1)
+        score = (torch.arange(mask.shape[1], device=mask.device) == planned[:, None]).float()
+        return one_hot_log_probs(score, mask)
+
+
+HEURISTICS: dict[str, Callable[[], object]] = {
+    "random": UniformRandom,
+    "nearest": NearestNeighbour,
+    "greedy": Greedy,
+    "nearest_insertion": partial(PlannedTours, "nearest_insertion"),
+    "farthest_insertion": partial(PlannedTours, "farthest_insertion"),
+    "random_insertion": partial(PlannedTours, "random_insertion"),
+    "2opt": partial(PlannedTours, "2opt"),
+}
+
+
+def instances_from_obs(obs: dict):
+    """The problem class and its ``Instance`` from a first observation (torch mode)."""
+    if "first_node" in obs:
+        return TSP, TSP.Instance(locs=obs["locs"])
+    if "demand" in obs:
+        return CVRP, CVRP.Instance(locs=obs["locs"], demand=obs["demand"])
+    if "remaining_length" in obs:
+        return OP, OP.Instance(locs=obs["locs"], prize=obs["prize"], max_length=obs["remaining_length"][:, 0])
+    return PCTSP, PCTSP.Instance(locs=obs["locs"], prize=obs["prize"], penalty=obs["penalty"])
+
+
+# -- tours from instances -------------------------------------------------------------------------
+def distances(locs: Tensor) -> Tensor:
+    """(B, N, N) Euclidean distances of (B, N, 2) coordinates."""
+    return torch.cdist(locs.double(), locs.double())
+
+
+def num_customers(problem, instances) -> int:
+    """The ``num_nodes`` argument of the problem's envs: nodes for TSP, customers otherwise."""
+    return instances.locs.shape[1] - (1 if problem.has_depot else 0)
+
+
+def nearest_neighbour_tsp(locs: Tensor, start: int = 0) -> Tensor:
+    """TSP tours (B, N) by nearest neighbour from node ``start``."""
+    b, n, _ = locs.shape
+    dist = distances(locs)
+    rows = torch.arange(b, device=locs.device)
+    current = torch.full((b,), start, dtype=torch.long, device=locs.device)
+    visited = torch.zeros(b, n, dtype=torch.bool, device=locs.device)
+    tour = [current]
+    for _ in range(n - 1):
+        visited[rows, current] = True
+        current = dist[rows, current].masked_fill(visited, float("inf")).argmin(dim=1)
+        tour.append(current)
+    return torch.stack(tour, dim=1)
+
+
+def insertion_tsp(locs: Tensor, rule: str = "farthest", generator: torch.Generator | None = None) -> Tensor:
+    """TSP tours (B, N) by insertion from node 0: each round picks a node by ``rule`` (``"nearest"`` /
+    ``"farthest"``: min / max over the remaining nodes of their distance to the tour; ``"random"``: a
+    random order from ``generator``) and inserts it where the tour grows least."""
+    if rule not in INSERTION_RULES:
+        raise ValueError(f"rule must be one of {INSERTION_RULES}, got {rule!r}")
+    b, n, _ = locs.shape
+    dev = locs.device
+    dist = distances(locs)
+    rows = torch.arange(b, device=dev)
+    tour = torch.zeros(b, 1, dtype=torch.long, device=dev)
+    in_tour = torch.zeros(b, n, dtype=torch.bool, device=dev)
+    in_tour[:, 0] = True
+    to_tour = dist[:, 0].clone()  # (B, N) distance of each node to the nearest tour node
+    priority = torch.rand(b, n, generator=generator, device=dev) if rule == "random" else None
+    for k in range(1, n):
+        if rule == "random":
+            node = priority.masked_fill(in_tour, float("inf")).argmin(dim=1)
+        elif rule == "nearest":
+            node = to_tour.masked_fill(in_tour, float("inf")).argmin(dim=1)
+        else:
+            node = to_tour.masked_fill(in_tour, float("-inf")).argmax(dim=1)
+        a, c = tour, tour.roll(-1, dims=1)  # edges (a_i, a_{i+1}) of the closed tour, (B, k)
+        d_node = dist[rows, node]  # (B, N)
+        grow = d_node.gather(1, a) + d_node.gather(1, c) - dist[rows[:, None], a, c]
+        pos = grow.argmin(dim=1)  # insert after position pos
+        idx = torch.arange(k + 1, device=dev)[None]
+        src = torch.where(idx <= pos[:, None], idx, idx - 1).clamp(max=k - 1)
+        tour = tour.gather(1, src)
+        tour[rows, pos + 1] = node
+        in_tour[rows, node] = True
+        to_tour = torch.minimum(to_tour, d_node)
+    return tour
+
+
+def two_opt(locs: Tensor, seq: Tensor, fixed: Tensor | None = None, max_iterations: int = 1000) -> Tensor:
+    """Best-improvement 2-opt on closed node sequences, batched.
+
+    Args:
+        locs: (B, N, 2) coordinates.
+        seq: (B, L) node sequences whose first and last entries stay in place (a closed TSP tour repeats
+            its start at the end; a depot problem's tour reads ``0, ..., 0``).
+        fixed: (B, L) bool, positions that a move may not move (the depot visits, so that a move
+            reverses a stretch of one route only: intra-route 2-opt); None for TSP.
+        max_iterations: moves per instance at most.
+
+    Returns:
+        (B, L) the improved sequences: each move reverses ``seq[i+1 .. j]`` where that shortens the
+        sequence by more than 1e-9.
+    """
+    b, length = seq.shape
+    dev = seq.device
+    dist = distances(locs)
+    rows = torch.arange(b, device=dev)
+    pos = torch.arange(length, device=dev)
+    upper = torch.ones(length - 1, length - 1, dtype=torch.bool, device=dev).triu(1)  # i < j
+    allowed = upper.expand(b, -1, -1)
+    if fixed is not None:
+        count = fixed.long().cumsum(dim=1)  # fixed positions in seq[0 .. p]
+        inside = count[:, None, :-1] - count[:, :-1, None]  # fixed positions among i+1 .. j, (B, L-1, L-1)
+        allowed = allowed & (inside == 0)
+    for _ in range(max_iterations):
+        pair = dist[rows[:, None, None], seq[:, :, None], seq[:, None, :]]  # (B, L, L)
+        edge = pair.diagonal(offset=1, dim1=1, dim2=2)  # (B, L-1): (s_i, s_i+1)
+        delta = pair[:, :-1, :-1] + pair[:, 1:, 1:] - edge[:, :, None] - edge[:, None, :]
+        delta = delta.masked_fill(~allowed, float("inf")).flatten(1)
+        best, arg = delta.min(dim=1)
+        improve = best < -1e-9
+        if not bool(improve.any()):
+            break
+        i, j = arg // (length - 1), arg % (length - 1)
+        flip = improve[:, None] & (pos > i[:, None]) & (pos <= j[:, None])
+        src = torch.where(flip, i[:, None] + 1 + j[:, None] - pos, pos)
+        seq = seq.gather(1, src)
+        if fixed is not None:
+            fixed = fixed.gather(1, src)
+    return seq
+
+
+def construct(problem, instances, policy=None, strategy: str = "greedy",
+              generator: torch.Generator | None = None) -> Tensor:
+    """Tours (B, S) of a policy of the decoding protocol (default :class:`Greedy`), decoded on the
+    vector env (``strategy`` ``"greedy"`` or ``"sample"``)."""
+    from .decoding import make_env, rollout
+
+    policy = Greedy() if policy is None else policy
+    env = make_env(problem.name, num_customers(problem, instances), instances.locs.shape[0], instances.locs.device)
+    with torch.no_grad():
+        return rollout(policy, env, instances, strategy=strategy, generator=generator).actions
+
+
+def improve_routes(problem, instances, tours: Tensor, max_iterations: int = 1000, rounds: int = 5) -> Tensor:
+    """Local search on depot-problem tours (B, S) (Kool's action format: no leading depot).
+
+    CVRP: intra-route 2-opt, so each route keeps its customers and its load. OP and PCTSP (one route):
+    up to ``rounds`` rounds of 2-opt followed by node moves (:func:`insert_and_remove`), which use the
+    length that 2-opt freed; a round that changes nothing ends the search.
+    """
+    zeros = torch.zeros_like(tours[:, :1])
+    pad = instances.locs.shape[1] + 1 - tours.shape[1] if problem is not CVRP else 0
+    seq = torch.cat([zeros, tours] + [zeros] * max(pad, 1), dim=1)
+    for _ in range(1 if problem is CVRP else rounds):
+        before = seq
+        seq = two_opt(instances.locs, seq, fixed=seq == 0, max_iterations=max_iterations)
+        if problem is not CVRP:
+            seq = insert_and_remove(problem, instances, seq)
+        if torch.equal(seq, before):
+            break
+    better = seq[:, 1:]
+    # float32 rounding in the env could in principle reject a tour at OP's length bound or PCTSP's prize
+    # minimum: keep the original tour where the improved one does not replay.
+    ok = replay(problem, instances, better)[1]
+    width = max(better.shape[1], tours.shape[1])
+    better, tours = pad_to(better, width), pad_to(tours, width)
+    return torch.where(ok[:, None], better, tours)
+
+
+def pad_to(tours: Tensor, width: int) -> Tensor:
+    return torch.cat([tours, tours.new_zeros(tours.shape[0], width - tours.shape[1])], dim=1)
+
+
+def insert_and_remove(problem, instances, seq: Tensor, margin: float = 1e-5) -> Tensor:
+    """Node moves on single-route tours ``seq`` (B, L) = ``0, c_1 .. c_k, 0, 0 ..`` (L >= N + 1), one
+    move per instance and iteration until none applies:
+
+    - OP: insert the unvisited node of highest prize per added length among those that keep the tour
+      within ``max_length - margin``, at its cheapest position;
+    - PCTSP: insert the node whose penalty exceeds its insertion cost the most; otherwise remove the
+      node whose detour exceeds its penalty the most, if the prize collected stays above 1 + margin.
+    """
+    b, length = seq.shape
+    dev = seq.device
+    dist = distances(instances.locs)
+    rows = torch.arange(b, device=dev)
+    pos = torch.arange(length, device=dev)
+    for _ in range(2 * instances.locs.shape[1]):
+        size = (seq[:, 1:] != 0).sum(dim=1)  # k customers; the route is seq[0 .. k + 1]
+        a, c = seq[:, :-1], seq[:, 1:]
+        on_route = (pos[None, :-1] <= size[:, None])  # edges (p, p + 1) of the route, (B, L-1)
+        edge = dist[rows[:, None], a, c]  # (B, L-1)
+        grow = dist[rows[:, None], a][:, :, :] + dist[rows[:, None], c] - edge[:, :, None]  # (B, L-1, N)
+        grow = grow.masked_fill(~on_route[:, :, None], float("inf"))
+        cost_in, where = grow.min(dim=1)  # (B, N) cheapest insertion of each node
+        visited = torch.zeros_like(dist[:, 0], dtype=torch.bool).scatter(1, seq, True)  # depot included
+        length_now = (edge * on_route).sum(dim=1)
+        if problem is OP:
+            fits = ~visited & (length_now[:, None] + cost_in <= instances.max_length[:, None].double() - margin)
+            score = (instances.prize.double() / cost_in.clamp(min=1e-12)).masked_fill(~fits, float("-inf"))
+            insert = fits.any(dim=1)
+            remove = torch.zeros_like(insert)
+        else:
+            gain = (instances.penalty.double() - cost_in).masked_fill(visited, float("-inf"))
+            score = gain
+            insert = gain.max(dim=1).values > 1e-9
+            # removal of the customer at position q in 1..k
+            prev, node, nxt = seq[:, :-2], seq[:, 1:-1], seq[:, 2:]
+            saving = dist[rows[:, None], prev, node] + dist[rows[:, None], node, nxt] - dist[rows[:, None], prev, nxt]
+            collected = instances.prize.double().gather(1, seq).sum(dim=1)
+            prize_q = instances.prize.double().gather(1, node)
+            gain_out = saving - instances.penalty.double().gather(1, node)
+            can = (pos[None, 1:-1] <= size[:, None]) & (node != 0) & (collected[:, None] - prize_q >= 1 + margin)
+            gain_out = gain_out.masked_fill(~can, float("-inf"))
+            best_out, q = gain_out.max(dim=1)
+            remove = ~insert & (best_out > 1e-9)
+        if not bool((insert | remove).any()):
+            break
+        v = score.argmax(dim=1)
+        at = where.gather(1, v[:, None]).squeeze(1) + 1  # new position of v
+        src = torch.where(pos[None] < at[:, None], pos[None], pos[None] - 1).clamp(min=0)
+        inserted = seq.gather(1, src)
+        inserted[rows, at.clamp(max=length - 1)] = v
+        if problem is not OP:
+            q = q + 1  # position in seq
+            src = torch.where(pos[None] < q[:, None], pos[None], (pos[None] + 1).clamp(max=length - 1))
+            removed = seq.gather(1, src)
+            removed[:, -1] = 0
+        else:
+            removed = seq
+        seq = torch.where(insert[:, None], inserted, torch.where(remove[:, None], removed, seq))
+    return seq
+
+
+def heuristic_tours(problem, instances, name: str, generator: torch.Generator | None = None) -> Tensor:
+    """Tours (B, S) of the heuristic ``name`` (see the module table) for a batch of instances;
+    ``generator`` (default: seed 0) drives ``random`` and ``random_insertion``.
+
+    Raises:
+        ValueError: for an unknown name, or a TSP-only heuristic asked for a depot problem.
+    """
+    problem = get_problem(problem) if isinstance(problem, str) else problem
+    if name not in HEURISTICS:
+        raise ValueError(f"unknown heuristic {name!r}; choose one of {sorted(HEURISTICS)}")
+    gen = generator if generator is not None else torch.Generator(instances.locs.device).manual_seed(0)
+    if name.endswith("_insertion"):
+        if problem is not TSP:
+            raise ValueError(f"heuristic {name!r} is for TSP only; use 'greedy' or '2opt' for {problem.name}")
+        return insertion_tsp(instances.locs, name.split("_")[0], generator=gen)
+    if name == "random":
+        return construct(problem, instances, UniformRandom(), strategy="sample", generator=gen)
+    if name == "2opt":
+        if problem is TSP:
+            tour = insertion_tsp(instances.locs, "farthest")
+            return two_opt(instances.locs, torch.cat([tour, tour[:, :1]], dim=1))[:, :-1]
+        return improve_routes(problem, instances, construct(problem, instances))
+    return construct(problem, instances, HEURISTICS[name]())
+
+
+@torch.no_grad()
+def replay(problem, instances, tours: Tensor) -> tuple[Tensor, Tensor]:
+    """``(cost (B,), feasible (B,) bool)`` of tours, by the same dynamics as
+    :func:`routing_gym.problems.tour_cost` but without raising: an instance whose tour takes a masked
+    action or does not finish is reported infeasible (its cost is then meaningless)."""
+    tours = torch.as_tensor(tours, device=instances.locs.device).long()
+    state = problem.reset(instances)
+    cost = torch.zeros(tours.shape[0], dtype=torch.float64, device=tours.device)
+    bad = torch.zeros(tours.shape[0], dtype=torch.bool, device=tours.device)
+    for t in range(tours.shape[1]):
+        state, reward, invalid = step(problem, state, tours[:, t])
+        bad |= invalid
+        cost -= reward.double()
+    return cost, state.done & ~bad

@@ -18,6 +18,11 @@ CSV / whitespace ``name value`` file), a VRPLIB ``NAME.sol`` next to the instanc
 else its routes costed), a TSPLIB ``NAME.opt.tour`` next to it (costed), or an
 ``Optimal value: X`` in the file's ``COMMENT``.
 
+A policy sees only the scaled coordinates, so it optimises unrounded distances; a tour that is optimal
+for those can cost a unit more under ``nint`` (eil51: 427 instead of 426). A solver can work in the
+file's convention instead: ``agents.solvers.solve(real.problem, real.instance, "lkh",
+distances=distance_matrix(real)[None])`` finds 426.
+
 Instances that cannot be represented are rejected with a :class:`ValueError` that says why: explicit
 distance matrices without coordinates that define them, ``GEO`` (and other non-planar) distances,
 asymmetric or time-window problems, several depots.

@@ -1,0 +1,276 @@
+"""Inference-time search for policies of the decoding protocol (:mod:`agents.decoding`): best of k
+samples, beam search, and POMO's multi-start with the 8 symmetries of the unit square.
+
+- **Sampling** (Kool et al. 2019, "sampling 1280 solutions"): k rollouts sampled from the policy, the
+  cheapest kept per instance.
+- **Beam search**: the ``beam_width`` partial tours of highest summed log-probability are extended at
+  every step; the cheapest finished tour in the final beam is kept (beam width 1 is greedy decoding).
+- **Multi-start** (Kwon et al. 2020, POMO): one greedy rollout per first action (every node for TSP,
+  every customer for the depot problems), optionally on each of the 8 coordinate transforms
+  ``(x, y) -> (x or 1 - x, y or 1 - y)``, possibly swapped (:func:`augment`), which keep every distance.
+
+Everything is batched over ``batch_size`` rows (instance copies) at a time, so memory stays bounded
+whatever k, the beam width or the number of starts. Greedy, sampling and multi-start step the vector
+env of :func:`agents.decoding.make_env`; beam search steps the problem core directly, because its
+beams are re-ranked (rows re-indexed) at every step. Every returned tour is validated by
+:func:`routing_gym.problems.tour_cost` on the original instances, which also gives the returned cost.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import torch
+from torch import Tensor
+
+from routing_gym.problems import get_problem, step, tour_cost
+
+from .decoding import make_env, rollout
+from .heuristics import num_customers, replay
+
+STRATEGIES = ("greedy", "sample", "beam", "multistart")
+NUM_AUGMENTATIONS = 8
+
+
+class Decoded(NamedTuple):
+    cost: Tensor  # (B,) float64 cost of each returned tour, by tour_cost
+    tours: Tensor  # (B, S) int64 actions, padded with the no-op node
+
+
+# -- instance copies ------------------------------------------------------------------------------
+def augment_locs(locs: Tensor, index: Tensor) -> Tensor:
+    """Coordinates (R, N, 2) under transform ``index`` (R,) in 0..7: bit 1 flips x, bit 2 flips y, bit
+    0 swaps x and y (after the flips). Transform 0 is the identity."""
+    x, y = locs[..., 0], locs[..., 1]
+    x = torch.where((index & 2).bool()[:, None], 1 - x, x)
+    y = torch.where((index & 4).bool()[:, None], 1 - y, y)
+    swap = (index & 1).bool()[:, None]
+    return torch.stack([torch.where(swap, y, x), torch.where(swap, x, y)], dim=-1)
+
+
+def augment(instances, k: int = NUM_AUGMENTATIONS):
+    """``k`` (1..8) transformed copies of each instance, copies of one instance adjacent (B * k rows)."""
+    if not 1 <= k <= NUM_AUGMENTATIONS:
+        raise ValueError(f"augment must be between 1 and {NUM_AUGMENTATIONS}, got {k}")
+    rows = select_rows(instances, torch.arange(instances.locs.shape[0], device=instances.locs.device).repeat_interleave(k))
+    index = torch.arange(k, device=instances.locs.device).repeat(instances.locs.shape[0])
+    return rows._replace(locs=augment_locs(rows.locs, index))
+
+
+def select_rows(tree: Any, index: Tensor) -> Any:
+    """``tree`` (a tensor, a (named) tuple of them, or None) with rows ``index`` of every tensor."""
+    if tree is None:
+        return None
+    if isinstance(tree, Tensor):
+        return tree[index]
+    if isinstance(tree, tuple):
+        fields = [select_rows(f, index) for f in tree]
+        return type(tree)(*fields) if hasattr(tree, "_fields") else type(tree)(fields)
+    if isinstance(tree, dict):
+        return {k: select_rows(v, index) for k, v in tree.items()}
+    raise TypeError(f"cannot select rows of a {type(tree).__name__}")
+
+
+class Copies(NamedTuple):
+    """How each of an instance's C copies is decoded: copy c uses transform ``transform[c]`` and first
+    action ``first[c]`` (-1: chosen by the policy)."""
+
+    transform: Tensor  # (C,) int64 in 0..7
+    first: Tensor  # (C,) int64 node or -1
+
+
+def start_nodes(problem, n_total: int) -> Tensor:
+    """The multi-start first actions: every node for TSP, every customer for the depot problems."""
+    return torch.arange(1 if problem.has_depot else 0, n_total)
+
+
+# -- the engine: best of many rollouts ------------------------------------------------------------
+@torch.no_grad()
+def best_of_copies(policy, problem, instances, copies: Copies, *, strategy: str = "greedy",
+                   batch_size: int = 1000, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+    """The cheapest of C rollouts per instance: ``(cost (B,), tours (B, S_max))``, cost +inf where no
+    copy gave a feasible tour.
+
+    The B * C (instance, copy) rows are decoded ``batch_size`` at a time. Rows whose forced first action
+    is masked at the start (an OP customer out of reach) count as infeasible. With transforms, each
+    tour is re-costed (and re-validated) on the original instance.
+    """
+    dev = instances.locs.device
+    b, n_total = instances.locs.shape[:2]
+    c = copies.transform.shape[0]
+    transform, first = copies.transform.to(dev), copies.first.to(dev)
+    max_steps = int(problem.bounds(n_total)["step"][2])
+    best = torch.full((b,), float("inf"), dtype=torch.float64, device=dev)
+    tours = torch.zeros(b, max_steps, dtype=torch.long, device=dev)
+    envs: dict[int, Any] = {}
+    forced = bool((first >= 0).any())
+    recost = bool((transform != 0).any())
+    for f0 in range(0, b * c, batch_size):
+        flat = torch.arange(f0, min(f0 + batch_size, b * c), device=dev)
+        inst, copy = flat // c, flat % c
+        original = select_rows(instances, inst)
+        rows = original._replace(locs=augment_locs(original.locs, transform[copy])) if recost else original
+        starts = first[copy]
+        if forced and bool((starts < 0).any()):
+            raise ValueError("multi-start copies must all force a first action")
+        if len(flat) not in envs:
+            envs[len(flat)] = make_env(problem.name, num_customers(problem, instances), len(flat), dev)
+        out = rollout(policy, envs[len(flat)], rows, strategy=strategy, generator=generator,
+                      first_actions=starts if forced else None)
+        cost = out.cost.double()
+        ok = torch.ones_like(cost, dtype=torch.bool)
+        if forced:
+            ok &= problem.reset(rows).mask.gather(1, starts[:, None]).squeeze(1)
+        if recost:
+            cost, feasible = replay(problem, original, out.actions)
+            ok &= feasible
+        cost = cost.masked_fill(~ok, float("inf"))
+        chunk_best = torch.full_like(best, float("inf")).scatter_reduce(0, inst, cost, "amin")
+        winner = torch.full((b,), -1, dtype=torch.long, device=dev)
+        is_min = (cost == chunk_best[inst]) & torch.isfinite(cost)
+        winner.scatter_(0, inst[is_min], torch.arange(len(flat), device=dev)[is_min])
+        better = (winner >= 0) & (chunk_best < best)
+        best = torch.where(better, chunk_best, best)
+        s = out.actions.shape[1]
+        padded = torch.zeros(b, max_steps, dtype=torch.long, device=dev)
+        padded[better, :s] = out.actions[winner[better]]  # TSP tours always take N = max_steps steps
+        tours = torch.where(better[:, None], padded, tours)
+    return best, tours
+
+
+def finish_tours(problem, instances, tours: Tensor) -> Decoded:
+    """Trim trailing padding and validate: the :class:`Decoded` of tours (B, S_max)."""
+    if problem.has_depot:
+        used = int((tours != 0).any(dim=0).nonzero().max()) + 2 if bool((tours != 0).any()) else 1
+        tours = tours[:, :min(used, tours.shape[1])]
+    return Decoded(cost=tour_cost(problem, instances, tours), tours=tours)
+
+
+# -- strategies -----------------------------------------------------------------------------------
+def transforms(k: int) -> Tensor:
+    if not 1 <= k <= NUM_AUGMENTATIONS:
+        raise ValueError(f"augment must be between 1 and {NUM_AUGMENTATIONS}, got {k}")
+    return torch.arange(k)
+
+
+@torch.no_grad()
+def greedy(policy, problem, instances, *, augment: int = 1, batch_size: int = 1000) -> Decoded:
+    """Greedy decoding, the best over ``augment`` coordinate transforms."""
+    problem = get_problem(problem) if isinstance(problem, str) else problem
+    t = transforms(augment)
+    cost, tours = best_of_copies(policy, problem, instances, Copies(t, torch.full_like(t, -1)), batch_size=batch_size)
+    return finish_tours(problem, instances, tours)
+
+
+@torch.no_grad()
+def sample_best(policy, problem, instances, num_samples: int, *, augment: int = 1, batch_size: int = 1000,
+                generator: torch.Generator | None = None) -> Decoded:
+    """The cheapest of ``num_samples`` sampled rollouts per instance (per transform, with ``augment``)."""
+    problem = get_problem(problem) if isinstance(problem, str) else problem
+    if num_samples < 1:
+        raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+    t = transforms(augment).repeat_interleave(num_samples)
+    cost, tours = best_of_copies(policy, problem, instances, Copies(t, torch.full_like(t, -1)), strategy="sample",
+                                 batch_size=batch_size, generator=generator)
+    return finish_tours(problem, instances, tours)
+
+
+@torch.no_grad()
+def multistart(policy, problem, instances, *, augment: int = NUM_AUGMENTATIONS, batch_size: int = 1000) -> Decoded:
+    """POMO inference: a greedy rollout from every start node (see :func:`start_nodes`) on each of
+    ``augment`` transforms; the cheapest per instance. Instances where no start is feasible (OP with
+    every customer out of reach) fall back to plain greedy decoding."""
+    problem = get_problem(problem) if isinstance(problem, str) else problem
+    starts = start_nodes(problem, instances.locs.shape[1])
+    t = transforms(augment)
+    copies = Copies(t.repeat_interleave(len(starts)), starts.repeat(len(t)))
+    cost, tours = best_of_copies(policy, problem, instances, copies, batch_size=batch_size)
+    missing = ~torch.isfinite(cost)
+    if bool(missing.any()):
+        rows = missing.nonzero().flatten()
+        fallback = greedy(policy, problem, select_rows(instances, rows), batch_size=batch_size).tours
+        tours[rows] = 0
+        tours[rows, :fallback.shape[1]] = fallback
+    return finish_tours(problem, instances, tours)
+
+
+@torch.no_grad()
+def beam_search(policy, problem, instances, beam_width: int, *, augment: int = 1, batch_size: int = 1000) -> Decoded:
+    """Beam search of width ``beam_width`` (best over ``augment`` transforms): see the module docstring."""
+    problem = get_problem(problem) if isinstance(problem, str) else problem
+    if beam_width < 1:
+        raise ValueError(f"beam_width must be >= 1, got {beam_width}")
+    dev = instances.locs.device
+    b, n_total = instances.locs.shape[:2]
+    max_steps = int(problem.bounds(n_total)["step"][2])
+    per_chunk = max(1, batch_size // (beam_width * augment))
+    best = torch.full((b,), float("inf"), dtype=torch.float64, device=dev)
+    tours = torch.zeros(b, max_steps, dtype=torch.long, device=dev)
+    for i0 in range(0, b, per_chunk):
+        idx = torch.arange(i0, min(i0 + per_chunk, b), device=dev)
+        original = select_rows(instances, idx.repeat_interleave(augment))
+        rows = original._replace(locs=augment_locs(original.locs, torch.arange(augment, device=dev).repeat(len(idx))))
+        cost, actions = beam_rows(policy, problem, rows, beam_width, max_steps)
+        if augment > 1:
+            cost, feasible = replay(problem, original, actions)
+            cost = cost.masked_fill(~feasible, float("inf"))
+        cost, pick = cost.view(len(idx), augment).min(dim=1)
+        best[idx] = cost
+        tours[idx] = actions.view(len(idx), augment, -1)[torch.arange(len(idx), device=dev), pick]
+    return finish_tours(problem, instances, tours)
+
+
+def beam_rows(policy, problem, instances, width: int, max_steps: int) -> tuple[Tensor, Tensor]:
+    """Beam search on R instances: ``(cost (R,), actions (R, max_steps))`` of each one's best beam."""
+    dev = instances.locs.device
+    r, n = instances.locs.shape[:2]
+    rep = torch.arange(r, device=dev).repeat_interleave(width)
+    state = problem.reset(instances)
+    cache = select_rows(policy.precompute(observe(problem, state)), rep)
+    state = problem.reset(select_rows(instances, rep))
+    score = torch.full((r, width), float("-inf"), device=dev)
+    score[:, 0] = 0.0
+    cost = torch.zeros(r * width, dtype=torch.float64, device=dev)
+    actions = torch.zeros(r * width, max_steps, dtype=torch.long, device=dev)
+    base = (torch.arange(r, device=dev) * width)[:, None]
+    nodes = torch.arange(n, device=dev)
+    for t in range(max_steps):
+        logp = policy.log_probs(cache, observe(problem, state))
+        noop = nodes == problem.noop(state)[:, None]
+        logp = torch.where(state.done[:, None], torch.where(noop, 0.0, float("-inf")), logp)
+        total = (score.view(-1, 1) + logp).view(r, width * n)
+        score, top = total.topk(width, dim=1)
+        src = (base + top // n).flatten()
+        state, cost, actions = select_rows(state, src), cost[src], actions[src]
+        action = (top % n).flatten()
+        state, reward, invalid = step(problem, state, action)
+        actions[:, t] = action
+        cost = cost - reward.double()
+        score = score.masked_fill(invalid.view(r, width), float("-inf"))
+        if bool(state.done.all()):
+            break
+    cost = cost.masked_fill(~torch.isfinite(score.flatten()), float("inf")).view(r, width)
+    best, pick = cost.min(dim=1)
+    return best, actions.view(r, width, -1)[torch.arange(r, device=dev), pick]
+
+
+def observe(problem, state) -> dict[str, Tensor]:
+    """The vector env's torch-mode observation of a core state."""
+    obs = problem.observe(state)
+    obs["action_mask"] = state.mask
+    return obs
+
+
+@torch.no_grad()
+def decode(policy, problem, instances, strategy: str = "greedy", *, num_samples: int = 128, beam_width: int = 16,
+           augment: int = 1, batch_size: int = 1000, generator: torch.Generator | None = None) -> Decoded:
+    """One entry for every strategy of :data:`STRATEGIES` (what ``routing-gym eval --decode`` calls)."""
+    if strategy == "greedy":
+        return greedy(policy, problem, instances, augment=augment, batch_size=batch_size)
+    if strategy == "sample":
+        return sample_best(policy, problem, instances, num_samples, augment=augment, batch_size=batch_size,
+                           generator=generator)
+    if strategy == "beam":
+        return beam_search(policy, problem, instances, beam_width, augment=augment, batch_size=batch_size)
+    if strategy == "multistart":
+        return multistart(policy, problem, instances, augment=augment, batch_size=batch_size)
+    raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")

@@ -1,0 +1,179 @@
+"""Solution quality of every heuristic, solver and decoding strategy, on seeded test sets.
+
+For each problem (TSP, CVRP, OP with 'dist' prizes, deterministic PCTSP) and size n, one seeded test set
+(Kool et al. 2019's distributions); per method the mean cost, the mean gap to the best reference
+available *per instance* (the cheapest tour any solver found: Held-Karp where n <= --exact-max-n,
+else LKH / OR-Tools / PyVRP, whichever are installed) and the wall-clock time for the whole set::
+
+    python benchmarks/quality.py                                     # defaults: about 10 min on 2 CPU cores
+    python benchmarks/quality.py --num-instances 10000 --time-limit 1 --workers 16 --policy kool
+    python benchmarks/quality.py --policy 'runs/{problem}{n}/best.pt' --problems tsp cvrp
+
+``--policy kool`` decodes the published weights of Kool et al. (``../shared/reference-models/kool2019``,
+beside the repository); any other value is a checkpoint path, ``{problem}`` and ``{n}`` filled in. A
+policy is decoded greedily, by best of ``--samples`` samples, by beam search of width ``--beam-width``
+and by multi-start with the 8 augmentations (:mod:`agents.search`).
+
+Writes ``benchmarks/results/quality.json`` (every row, the settings and the machine) and
+``benchmarks/results/quality.md`` (one table per problem), and prints the markdown.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from agents.heuristics import heuristic_tours
+from agents.search import decode
+from agents.solvers import SUPPORTED, available, solve
+from routing_gym.problems import get_problem, tour_cost
+
+ROOT = Path(__file__).resolve().parents[1]
+KOOL = ROOT.parent / "shared" / "reference-models" / "kool2019"
+KOOL_FOLDERS = {"tsp": "tsp_{n}", "cvrp": "cvrp_{n}", "op": "op_dist_{n}", "pctsp": "pctsp_det_{n}"}
+HEURISTICS = {"tsp": ["nearest", "nearest_insertion", "farthest_insertion", "2opt"],
+              "cvrp": ["nearest", "2opt"], "op": ["nearest", "greedy", "2opt"], "pctsp": ["nearest", "greedy", "2opt"]}
+LABELS = {"nearest": "nearest neighbour", "nearest_insertion": "nearest insertion",
+          "farthest_insertion": "farthest insertion", "greedy": "greedy (problem-aware)",
+          "2opt": {"tsp": "farthest insertion + 2-opt"}, "exact": "Held-Karp (exact)", "lkh": "LKH-3 (elkai)",
+          "ortools": "OR-Tools (GLS)", "pyvrp": "PyVRP (ILS)"}
+VARIANTS = {"op": {"prize_type": "dist"}}
+
+
+def label(name: str, problem: str) -> str:
+    value = LABELS.get(name, name)
+    if isinstance(value, dict):
+        return value.get(problem, "greedy + 2-opt" if name == "2opt" else name)
+    return value
+
+
+def load_policy(spec: str | None, problem: str, n: int):
+    if spec is None:
+        return None
+    if spec == "kool":
+        from agents.kool_weights import load_kool_weights
+
+        folder = KOOL / KOOL_FOLDERS[problem].format(n=n)
+        return load_kool_weights(folder).eval() if folder.is_dir() else None
+    from agents.pretrained import load_policy_file
+
+    path = Path(spec.format(problem=problem, n=n))
+    return load_policy_file(path).eval() if path.is_file() else None
+
+
+def timed(fn):
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def run(problem_name: str, n: int, args) -> list[dict]:
+    """The rows of one problem and size: heuristics, solvers, then the policy's decoding strategies."""
+    problem = get_problem(problem_name)
+    instances = problem.generate(args.num_instances, n, generator=torch.Generator().manual_seed(args.seed + n),
+                                 **VARIANTS.get(problem_name, {}))
+    rows = []
+
+    def add(name, kind, cost, seconds, text=None, **extra):
+        text = text or label(name, problem_name)
+        rows.append({"problem": problem_name, "n": n, "method": text, "key": name, "kind": kind,
+                     "costs": cost.double().cpu(), "seconds": seconds, **extra})
+        print(f"  {problem_name}{n} {text:32s} {cost.mean():9.4f} {seconds:8.1f} s", flush=True)
+
+    for name in HEURISTICS[problem_name]:
+        tours, seconds = timed(lambda: heuristic_tours(problem, instances, name))
+        add(name, "heuristic", tour_cost(problem, instances, tours), seconds)
+    for method in args.methods:
+        if problem_name not in SUPPORTED[method] or not available(method):
+            continue
+        if method == "exact" and n > args.exact_max_n:
+            continue
+        out = solve(problem, instances, method, args.time_limit, progress=args.progress, workers=args.workers)
+        add(method, "solver", out.cost, out.seconds, repaired=out.repaired,
+            time_limit=None if method == "exact" else args.time_limit)
+    policy = load_policy(args.policy, problem_name, n)
+    if policy is not None:
+        strategies = [("greedy", {}, "greedy"), ("sample", {"num_samples": args.samples}, f"sampling, best of {args.samples}"),
+                      ("beam", {"beam_width": args.beam_width}, f"beam search, width {args.beam_width}"),
+                      ("multistart", {"augment": 8}, "multi-start x 8 augmentations")]
+        for strategy, kw, text in strategies:
+            with torch.inference_mode():
+                out, seconds = timed(lambda: decode(policy, problem, instances, strategy, batch_size=args.batch_size,
+                                                    generator=torch.Generator().manual_seed(args.seed), **kw))
+            add(f"am-{strategy}", "policy", out.cost, seconds, text=f"AM: {text}")
+    references = [r["costs"] for r in rows if r["kind"] == "solver"]
+    if references:
+        best = torch.stack(references).min(dim=0).values
+        names = [r["method"] for r in rows if r["kind"] == "solver"]
+        for r in rows:
+            ok = best.abs() > 1e-9
+            r["gap_percent"] = float(((r["costs"] - best) / best.abs())[ok].mean() * 100)
+            r["reference"] = " / ".join(names)
+    for r in rows:
+        r["mean_cost"] = float(r.pop("costs").mean())
+    return rows
+
+
+def markdown(rows: list[dict], args) -> str:
+    out = [f"{args.num_instances} seeded instances per set (seed {args.seed} + n), solvers {args.time_limit} s per "
+           f"instance, {torch.get_num_threads()} torch threads, {args.workers} solver process(es); gap: mean over "
+           "instances of (cost - best solver cost) / |best solver cost|. OP costs are minus the prize."]
+    for problem in dict.fromkeys(r["problem"] for r in rows):
+        sizes = sorted({r["n"] for r in rows if r["problem"] == problem})
+        head = "| method | " + " | ".join(f"n={n} cost | gap | time (s)" for n in sizes) + " |"
+        out += ["", f"### {problem.upper()}", "", head, "|---" * (1 + 3 * len(sizes)) + "|"]
+        for method in dict.fromkeys(r["method"] for r in rows if r["problem"] == problem):
+            cells = []
+            for n in sizes:
+                r = next((r for r in rows if r["problem"] == problem and r["n"] == n and r["method"] == method), None)
+                if r is None:
+                    cells.append("- | - | -")
+                else:
+                    gap = f"{r['gap_percent'] + 0.0:.2f}%".replace("-0.00", "0.00") if "gap_percent" in r else "-"
+                    cells.append(f"{r['mean_cost']:.3f} | {gap} | {r['seconds']:.1f}")
+            out.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problems", nargs="+", default=["tsp", "cvrp", "op", "pctsp"])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[20, 50])
+    parser.add_argument("--num-instances", type=int, default=100, help="instances per set (10000 for the paper's)")
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--methods", nargs="+", default=["exact", "lkh", "ortools", "pyvrp"],
+                        help="solvers to run where installed")
+    parser.add_argument("--time-limit", type=float, default=0.1, help="solver seconds per instance")
+    parser.add_argument("--exact-max-n", type=int, default=20, help="run Held-Karp up to this n")
+    parser.add_argument("--workers", type=int, default=1, help="solver processes")
+    parser.add_argument("--policy", help="'kool' or a checkpoint path ({problem}, {n} filled in)")
+    parser.add_argument("--samples", type=int, default=128)
+    parser.add_argument("--beam-width", type=int, default=16)
+    parser.add_argument("--batch-size", type=int, default=2048, help="rows decoded together")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--progress", action="store_true", help="progress bars for the solvers")
+    args = parser.parse_args()
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    rows = []
+    start = time.perf_counter()
+    for n in args.sizes:
+        for problem in args.problems:
+            rows += run(problem, n, args)
+    table = markdown(rows, args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    (args.out / "quality.json").write_text(json.dumps(
+        {"settings": settings, "machine": platform.platform(), "torch": torch.__version__,
+         "threads": torch.get_num_threads(), "total_seconds": time.perf_counter() - start, "rows": rows}, indent=1))
+    (args.out / "quality.md").write_text(table + "\n")
+    print("\n" + table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""Heuristics, the exact Held-Karp DP and the solver adapters: every tour replays through the env's own
+dynamics (tour_cost), and the orderings that must hold do."""
+import math
+
+import pytest
+import torch
+
+from agents.decoding import evaluate
+from agents.exact import brute_force, held_karp
+from agents.heuristics import HEURISTICS, heuristic_tours, improve_routes, insertion_tsp, nearest_neighbour_tsp, replay, \
+    two_opt
+from agents.solvers import METHODS, SUPPORTED, available, repair, solve
+from routing_gym.problems import CVRP, OP, PCTSP, PROBLEMS, TSP, tour_cost
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Small tensors: one intra-op thread is faster, and far faster on a busy shared CPU."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def instances(problem, batch, n, seed=0):
+    return problem.generate(batch, n, generator=torch.Generator().manual_seed(seed))
+
+
+def routes(tour):
+    """The customer sets of a depot-problem tour's routes."""
+    out, cur = [], []
+    for a in tour.tolist() + [0]:
+        if a == 0:
+            if cur:
+                out.append(frozenset(cur))
+            cur = []
+        else:
+            cur.append(a)
+    return sorted(out, key=sorted)
+
+
+# ------------------------------------------------------------------------------------------ TSP
+def test_two_opt__uncrosses_the_square():
+    locs = torch.tensor([[[0.0, 0.0], [1.0, 1.0], [1.0, 0.0], [0.0, 1.0]]])
+    seq = two_opt(locs, torch.tensor([[0, 1, 2, 3, 0]]))
+    assert tour_cost(TSP, TSP.Instance(locs=locs), seq[:, :-1]).item() == pytest.approx(4.0, abs=1e-6)
+    assert seq[0, 0] == 0 and seq[0, -1] == 0
+
+
+def test_tsp_heuristics__valid_tours_in_kool_order():
+    inst = instances(TSP, 128, 20)
+    cost = {name: tour_cost(TSP, inst, heuristic_tours(TSP, inst, name)) for name in HEURISTICS}
+    assert torch.equal(nearest_neighbour_tsp(inst.locs), heuristic_tours(TSP, inst, "nearest"))
+    # Kool et al. 2019, Table 1 (TSP20): nearest neighbour 4.50 > nearest ins. 4.33 > random ins. 4.00 > farthest 3.93
+    mean = {k: v.mean().item() for k, v in cost.items()}
+    assert mean["nearest"] > mean["nearest_insertion"] > mean["random_insertion"] > mean["farthest_insertion"]
+    assert (cost["2opt"] <= cost["farthest_insertion"] + 1e-6).all()  # 2-opt only improves its start
+    assert mean["random"] > 2 * mean["nearest"]
+
+
+def test_insertion__rejects_unknown_rule_and_depot_problems():
+    with pytest.raises(ValueError, match="rule"):
+        insertion_tsp(torch.rand(1, 5, 2), "cheapest")
+    with pytest.raises(ValueError, match="TSP only"):
+        heuristic_tours(CVRP, instances(CVRP, 2, 5), "farthest_insertion")
+    with pytest.raises(ValueError, match="unknown heuristic"):
+        heuristic_tours(TSP, instances(TSP, 2, 5), "lkh")
+
+
+# ---------------------------------------------------------------------------------- depot problems
+@pytest.mark.parametrize("problem", [CVRP, OP, PCTSP])
+def test_depot_heuristics__valid_and_local_search_improves(problem):
+    inst = instances(problem, 64, 20)
+    greedy = heuristic_tours(problem, inst, "greedy")
+    improved = heuristic_tours(problem, inst, "2opt")
+    before, after = tour_cost(problem, inst, greedy), tour_cost(problem, inst, improved)
+    assert (after <= before + 1e-6).all() and (after < before - 1e-6).any()
+    for g, i in zip(greedy[:16], improved[:16]):
+        if problem is CVRP:
+            assert routes(g) == routes(i)  # intra-route 2-opt: same customers in the same routes
+        elif problem is OP:
+            assert set().union(*routes(g)) <= set().union(*routes(i))  # OP only inserts
+    nearest = tour_cost(problem, inst, heuristic_tours(problem, inst, "nearest"))
+    if problem is not CVRP:  # the problem-aware greedy beats plain nearest neighbour on OP and PCTSP
+        assert before.mean() < nearest.mean()
+
+
+def test_insert_and_remove__pctsp_drops_a_costly_detour_and_op_fills_its_budget():
+    pc = PCTSP.instance_from({"locs": [[[0, 0], [0.1, 0], [0.2, 0], [1, 1]]], "prize": [[0, 0.6, 0.6, 0.1]],
+                              "penalty": [[0, 1, 1, 0.01]]}, batched=True)
+    tours = improve_routes(PCTSP, pc, torch.tensor([[1, 3, 2, 0]]))
+    assert sorted(routes(tours[0])[0]) == [1, 2]  # node 3's detour costs more than its penalty
+    op = OP.instance_from({"locs": [[[0, 0], [0.1, 0], [0.2, 0], [0.9, 0.9]]], "prize": [[0, 0.1, 0.1, 1.0]],
+                           "max_length": [0.5]}, batched=True)
+    tours = improve_routes(OP, op, torch.tensor([[1, 0, 0, 0]]))
+    assert sorted(routes(tours[0])[0]) == [1, 2]  # node 3 does not fit; node 2 does
+
+
+@pytest.mark.parametrize("name", sorted(HEURISTICS))
+@pytest.mark.parametrize("problem", ["tsp", "cvrp", "op", "pctsp"])
+def test_heuristics_table__each_entry_is_a_decoding_policy(problem, name):
+    """What `routing-gym eval --policy NAME` runs: the policy on the vector env matches heuristic_tours."""
+    core = PROBLEMS[problem]
+    inst = instances(core, 16, 10, seed=1)
+    if name.endswith("_insertion") and problem != "tsp":
+        with pytest.raises(ValueError, match="TSP only"):
+            evaluate(HEURISTICS[name](), problem, inst)
+        return
+    cost = evaluate(HEURISTICS[name](), problem, inst)
+    assert cost.shape == (16,) and torch.isfinite(cost).all()
+    if name != "random":
+        expected = tour_cost(core, inst, heuristic_tours(core, inst, name))
+        assert torch.allclose(cost.double(), expected, atol=1e-4)
+
+
+def test_replay__reports_infeasible_tours_without_raising():
+    inst = instances(PCTSP, 2, 5)
+    cost, ok = replay(PCTSP, inst, torch.tensor([[1, 2, 3, 4, 5, 0], [0, 0, 0, 0, 0, 0]]))
+    assert ok.tolist() == [True, False]
+
+
+# ------------------------------------------------------------------------------------ Held-Karp
+@pytest.mark.parametrize("n", [2, 3, 5, 7])
+def test_held_karp__equals_brute_force(n):
+    inst = instances(TSP, 32, n, seed=n)
+    cost, tours = held_karp(inst.locs)
+    assert torch.allclose(cost, brute_force(inst.locs), atol=1e-9)
+    assert torch.allclose(tour_cost(TSP, inst, tours), cost, atol=1e-5)
+    assert (tours[:, 0] == 0).all()
+
+
+def test_held_karp__never_worse_than_heuristics_and_chunks_agree():
+    inst = instances(TSP, 32, 11)
+    cost, tours = held_karp(inst.locs)
+    chunked, _ = held_karp(inst.locs, chunk_size=10)
+    assert torch.allclose(cost, chunked)
+    assert (cost <= tour_cost(TSP, inst, heuristic_tours(TSP, inst, "2opt")) + 1e-6).all()
+    with pytest.raises(ValueError, match="N <= 20"):
+        held_karp(torch.rand(1, 21, 2))
+
+
+def test_held_karp__unit_square_perimeter():
+    cost, tours = held_karp(torch.tensor([[[0.0, 0.0], [1.0, 1.0], [1.0, 0.0], [0.0, 1.0]]]))
+    assert cost.item() == pytest.approx(4.0)
+
+
+# -------------------------------------------------------------------------------------- solvers
+CASES = [(m, p) for m in METHODS for p in SUPPORTED[m]]
+
+
+@pytest.mark.parametrize("method,problem", CASES, ids=[f"{m}-{p}" for m, p in CASES])
+def test_solve__valid_tours_at_least_as_good_as_greedy(method, problem):
+    if not available(method):
+        pytest.skip(f"{method} is not installed")
+    core = PROBLEMS[problem]
+    inst = instances(core, 3, 10, seed=2)
+    out = solve(core, inst, method, time_limit=0.1, progress=False)
+    assert torch.allclose(out.cost, tour_cost(core, inst, out.tours))
+    greedy = tour_cost(core, inst, heuristic_tours(core, inst, "2opt"))
+    assert out.cost.mean() <= greedy.mean() + 1e-6
+    if problem == "tsp":  # every method finds the optimum of TSP-10
+        assert torch.allclose(out.cost, held_karp(inst.locs)[0], atol=1e-5)
+
+
+def test_solve__rejects_unknown_and_unsupported():
+    inst = instances(CVRP, 1, 5)
+    with pytest.raises(ValueError, match="unknown method"):
+        solve(CVRP, inst, "gurobi", progress=False)
+    with pytest.raises(ValueError, match="does not solve cvrp"):
+        solve(CVRP, inst, "lkh", progress=False)
+
+
+def test_repair__trims_long_op_tours_and_tops_up_pctsp_prize():
+    op = OP.instance_from({"locs": [[0, 0], [0.5, 0], [1, 0], [1, 1]], "prize": [0, 1, 1, 1], "max_length": 2.5},
+                          batched=False)
+    tours, n = repair(OP, op, torch.tensor([[1, 2, 3, 0]]))  # length 1 + 1 + sqrt(2): too long
+    assert n == 1 and tours[0].tolist()[:3] == [1, 2, 0]
+    pc = PCTSP.instance_from({"locs": [[0, 0], [0.1, 0], [0.2, 0], [0.9, 0.9]], "prize": [0, 0.5, 0.6, 0.2],
+                              "penalty": [0, 0.1, 0.1, 0.1]})
+    tours, n = repair(PCTSP, pc, torch.tensor([[1, 0, 0]]))
+    assert n == 1 and math.isfinite(tour_cost(PCTSP, pc, tours).item())
+    assert set(tours[0].tolist()) == {0, 1, 2}
