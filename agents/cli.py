@@ -79,10 +79,15 @@ def cmd_train(args) -> int:
 def cmd_eval(args) -> int:
     from routing_gym.data import load_dataset
 
-    from .decoding import evaluate
+    from .search import decode
 
     problem = get_problem(args.problem)
     variant = {"prize_type": args.prize_type} if args.problem == "op" else {}
+    gen = torch.Generator(device=args.device).manual_seed(args.seed)
+    options = dict(num_samples=args.samples, beam_width=args.beam_width, augment=args.augment,
+                   batch_size=args.batch_size, generator=gen)
+    if args.instances:
+        return eval_real_instances(args, options)
     extras = {}
     if args.dataset:
         instances, extras = load_dataset(args.dataset, args.problem)
@@ -90,27 +95,45 @@ def cmd_eval(args) -> int:
         source = args.dataset
     else:
         if args.num_nodes is None:
-            raise SystemExit("eval: give --num-nodes (or --dataset)")
+            raise ValueError("eval needs --num-nodes (or --dataset, or --instances)")
         num_nodes = args.num_nodes
-        gen = torch.Generator().manual_seed(args.seed)
-        instances = problem.generate(args.num_instances, num_nodes, generator=gen, **variant)
+        instances = problem.generate(args.num_instances, num_nodes, generator=torch.Generator().manual_seed(args.seed),
+                                     **variant)
         source = f"{args.num_instances} seeded instances (seed {args.seed})"
     policy = load_policy(args.policy, args.problem, num_nodes, device=args.device)
-    if hasattr(policy, "eval"):
-        policy.eval()
-    gen = torch.Generator(device=args.device).manual_seed(args.seed)
     start = time.perf_counter()
     with torch.no_grad():
-        costs = evaluate(policy, args.problem, instances, batch_size=args.batch_size, strategy=args.decode,
-                         device=args.device, generator=gen, **variant)
+        costs = decode(policy, problem, instances.__class__(*(f.to(args.device) for f in instances)),
+                       args.decode, **options).cost
     elapsed = time.perf_counter() - start
-    line = (f"{args.problem}-{num_nodes} {args.policy} {args.decode}: mean cost {costs.mean():.4f} "
+    line = (f"{args.problem}-{num_nodes} {args.policy} {describe_decoding(args)}: mean cost {costs.mean():.4f} "
             f"on {source} in {elapsed:.2f} s")
     if "ref_cost" in extras:
         ref = torch.as_tensor(extras["ref_cost"], dtype=torch.float64)
         gap = ((costs.double().cpu() - ref) / ref.abs()).mean() * 100
         line += f", gap {gap:.2f}% to ref_cost (mean {ref.mean():.4f})"
     print(line)
+    return 0
+
+
+def describe_decoding(args) -> str:
+    detail = {"sample": f" x{args.samples}", "beam": f" width {args.beam_width}"}.get(args.decode, "")
+    return args.decode + detail + (f", augment x{args.augment}" if args.augment > 1 else "")
+
+
+def eval_real_instances(args, options) -> int:
+    """TSPLIB / VRPLIB files: decode on the unit-square scaling, cost in the file's own units."""
+    from routing_gym import tsplib
+
+    from .search import decode
+
+    def tours(problem_name, instance):
+        n = instance.locs.shape[1] - (1 if get_problem(problem_name).has_depot else 0)
+        policy = load_policy(args.policy, problem_name, n, device=args.device)
+        with torch.no_grad():
+            return decode(policy, get_problem(problem_name), instance, args.decode, **options).tours
+
+    print(tsplib.format_rows(tsplib.evaluate(args.instances, tours)))
     return 0
 
 
@@ -197,7 +220,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--num-instances", type=int, default=10_000)
     e.add_argument("--seed", type=int, default=4321,
                    help="seed of the generated test set (the trainer validates on seed 1234, kept apart)")
-    e.add_argument("--decode", choices=("greedy", "sample"), default="greedy")
+    e.add_argument("--decode", choices=("greedy", "sample", "beam", "multistart"), default="greedy",
+                   help="sample = best of --samples; multistart = every start node (POMO)")
+    e.add_argument("--samples", type=int, default=1280, help="samples per instance with --decode sample")
+    e.add_argument("--beam-width", type=int, default=16)
+    e.add_argument("--augment", type=int, default=1, help="1 to 8 symmetric transforms of the unit square")
+    e.add_argument("--instances", nargs="+", help="TSPLIB .tsp / VRPLIB .vrp files: prints a table with gaps")
     e.add_argument("--batch-size", type=int, default=1000)
     e.add_argument("--device", default="cpu")
     e.set_defaults(func=cmd_eval)

@@ -208,7 +208,7 @@ def lkh(name: str, data: dict, time_limit: float, seed: int) -> list[int]:
         problem = (f"TYPE : TSP\nDIMENSION : {len(xy)}\nEDGE_WEIGHT_TYPE : EUC_2D\nNODE_COORD_SECTION\n"
                    + "".join(f"{i + 1} {x} {y}\n" for i, (x, y) in enumerate(xy)))
     params = f"RUNS = 1\nPROBLEM_FILE = :stdin:\nTIME_LIMIT = {time_limit}\nSEED = {seed + 1}\n"
-    return [v - 1 for v in _elkai.solve_problem(params, problem)]
+    return [v - 1 for v in _elkai.solve_problem(params, problem)]  # what elkai's own classes call
 
 
 # -- OR-Tools -------------------------------------------------------------------------------------
@@ -279,8 +279,14 @@ def pyvrp_routes(data: dict, dist: np.ndarray, *, demand=None, prize=None, vehic
     durations = np.zeros_like(dist) if duration is None else duration
     problem = model.data().replace(distance_matrices=[dist], duration_matrices=[durations])
     best = pyvrp.solve(problem, stop=MaxRuntime(time_limit), seed=seed, display=False).best
-    routes = [[a.idx + 1 for a in route if a.is_client()] for route in best.routes()]
-    return routes, best.is_feasible()
+    return [route_nodes(route) for route in best.routes()], best.is_feasible()
+
+
+def route_nodes(route) -> list[int]:
+    """A PyVRP route's clients as our node indices (the depot is location 0, clients 1..n)."""
+    if hasattr(route, "visits"):  # PyVRP before 0.14: location indices
+        return [int(v) for v in route.visits()]
+    return [a.idx + 1 for a in route if a.is_client()]
 
 
 def pyvrp_solver(name: str, data: dict, time_limit: float, seed: int) -> list[int]:

@@ -27,3 +27,22 @@ def test_errors__are_reported_without_a_traceback(tmp_path, capsys):
     assert "neither a heuristic" in capsys.readouterr().err
     assert main(["render", "--problem", "tsp", "--policy", "nearest", "--policy", "random"]) == 2
     assert "--compare" in capsys.readouterr().err
+
+
+def test_eval__real_instances_table_with_gap(capsys):
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    if not (data / "E-n22-k4.vrp").exists():
+        pytest.skip("shared data not present")
+    assert main(["eval", "--problem", "cvrp", "--policy", "nearest", "--instances", str(data / "E-n22-k4.vrp")]) == 0
+    out = capsys.readouterr().out
+    assert "| E-n22-k4 | cvrp | 21 |" in out and "375 (comment)" in out
+
+
+def test_eval__multistart_is_no_worse_than_greedy(capsys):
+    args = ["eval", "--problem", "tsp", "--num-nodes", "8", "--policy", "nearest", "--num-instances", "50"]
+    assert main(args) == 0 and main(args + ["--decode", "multistart"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    greedy, multi = (float(line.split("mean cost ")[1].split()[0]) for line in lines)
+    assert multi <= greedy + 1e-6
