@@ -170,7 +170,12 @@ def cmd_render(args) -> int:
 def cmd_play(args) -> int:
     from .visual import play
 
-    opponent = env_policies([args.opponent], args.problem, args.num_nodes, args.seed)[0] if args.opponent else None
+    from .pretrained import pretrained_path
+
+    spec = args.opponent
+    if spec is None:  # the bundled policy when one is shipped for this problem and size, else nearest
+        spec = "pretrained" if pretrained_path(args.problem, args.num_nodes).is_file() else "nearest"
+    opponent = env_policies([spec], args.problem, args.num_nodes, args.seed)[0]
     play(args.problem, args.num_nodes, seed=args.seed, opponent=opponent)
     return 0
 
@@ -249,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--problem", choices=PROBLEM_CHOICES, default="tsp")
     p.add_argument("--num-nodes", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--opponent", help="policy to compare with (default: nearest neighbour)")
+    p.add_argument("--opponent", help="policy to compare with (default: the shipped model, else nearest)")
     p.set_defaults(func=cmd_play)
     return ap
 
