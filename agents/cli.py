@@ -81,13 +81,15 @@ def cmd_eval(args) -> int:
 
     from .search import decode
 
-    problem = get_problem(args.problem)
-    variant = {"prize_type": args.prize_type} if args.problem == "op" else {}
     gen = torch.Generator(device=args.device).manual_seed(args.seed)
     options = dict(num_samples=args.samples, beam_width=args.beam_width, augment=args.augment,
                    batch_size=args.batch_size, generator=gen)
     if args.instances:
         return eval_real_instances(args, options)
+    if args.problem is None:
+        raise ValueError("eval needs --problem (or --instances)")
+    problem = get_problem(args.problem)
+    variant = {"prize_type": args.prize_type} if args.problem == "op" else {}
     extras = {}
     if args.dataset:
         instances, extras = load_dataset(args.dataset, args.problem)
@@ -122,18 +124,56 @@ def describe_decoding(args) -> str:
 
 
 def eval_real_instances(args, options) -> int:
-    """TSPLIB / VRPLIB files: decode on the unit-square scaling, cost in the file's own units."""
+    """TSPLIB / VRPLIB files (or glob patterns): decode on the unit-square scaling, cost in the file's
+    own units, gap to its reference (.sol / .opt.tour beside it, --reference-table, or its COMMENT)."""
+    import glob
+
     from routing_gym import tsplib
 
     from .search import decode
 
+    paths = [p for pattern in args.instances for p in (sorted(glob.glob(pattern)) or [pattern])]
+    policies = {}
+
     def tours(problem_name, instance):
         n = instance.locs.shape[1] - (1 if get_problem(problem_name).has_depot else 0)
-        policy = load_policy(args.policy, problem_name, n, device=args.device)
+        key = (problem_name, n if args.policy == "pretrained" else None)  # checkpoints load once
+        if key not in policies:
+            policies[key] = load_policy(args.policy, problem_name, n, device=args.device)
+        instance = type(instance)(*(f.to(args.device) for f in instance))
         with torch.no_grad():
-            return decode(policy, get_problem(problem_name), instance, args.decode, **options).tours
+            return decode(policies[key], get_problem(problem_name), instance, args.decode, **options).tours
 
-    print(tsplib.format_rows(tsplib.evaluate(args.instances, tours)))
+    start = time.perf_counter()
+    rows = tsplib.evaluate(paths, tours, table=args.reference_table)
+    print(f"{args.policy} {describe_decoding(args)}: {len(rows)} instance(s) in {time.perf_counter() - start:.2f} s")
+    print(tsplib.format_rows(rows))
+    return 0
+
+
+def cmd_solve(args) -> int:
+    from routing_gym.data import load_dataset, save_dataset
+
+    from .solvers import solve
+
+    problem = get_problem(args.problem)
+    variant = {"prize_type": args.prize_type} if args.problem == "op" else {}
+    if args.dataset:
+        instances, _ = load_dataset(args.dataset, args.problem)
+    else:
+        if args.num_nodes is None:
+            raise ValueError("solve needs --num-nodes (or --dataset)")
+        instances = problem.generate(args.num_instances, args.num_nodes,
+                                     generator=torch.Generator().manual_seed(args.seed), **variant)
+    num_nodes = instances.locs.shape[1] - (1 if problem.has_depot else 0)
+    out = solve(problem, instances, args.method, args.time_limit, progress=not args.no_progress, seed=args.seed,
+                workers=args.workers)
+    repaired = f", {out.repaired} tour(s) repaired" if out.repaired else ""
+    print(f"{args.problem}-{num_nodes} {args.method}: mean cost {out.cost.mean():.4f} on {len(out.cost)} instances "
+          f"in {out.seconds:.1f} s{repaired}")
+    if args.save:
+        save_dataset(args.save, instances, ref_cost=out.cost.numpy(), ref_tours=out.tours.numpy())
+        print(f"saved {args.save} (instances, ref_cost, ref_tours)")
     return 0
 
 
@@ -217,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=cmd_train)
 
     e = sub.add_parser("eval", help="evaluate a policy on a dataset or on seeded instances")
-    e.add_argument("--problem", choices=PROBLEM_CHOICES, required=True)
+    e.add_argument("--problem", choices=PROBLEM_CHOICES, help="required unless --instances")
     e.add_argument("--num-nodes", type=int)
     e.add_argument("--prize-type", choices=("const", "unif", "dist"), default="dist")
     e.add_argument("--policy", required=True, help="checkpoint path, 'pretrained', 'nearest' or 'random'")
@@ -231,9 +271,24 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--beam-width", type=int, default=16)
     e.add_argument("--augment", type=int, default=1, help="1 to 8 symmetric transforms of the unit square")
     e.add_argument("--instances", nargs="+", help="TSPLIB .tsp / VRPLIB .vrp files: prints a table with gaps")
+    e.add_argument("--reference-table", help="with --instances: optimal/best-known costs by name (JSON, CSV, 'name value')")
     e.add_argument("--batch-size", type=int, default=1000)
     e.add_argument("--device", default="cpu")
     e.set_defaults(func=cmd_eval)
+
+    v = sub.add_parser("solve", help="reference solutions (Held-Karp, LKH, OR-Tools, PyVRP); --save labels a dataset")
+    v.add_argument("--problem", choices=PROBLEM_CHOICES, required=True)
+    v.add_argument("--method", choices=("exact", "lkh", "ortools", "pyvrp"), required=True)
+    v.add_argument("--num-nodes", type=int)
+    v.add_argument("--prize-type", choices=("const", "unif", "dist"), default="dist")
+    v.add_argument("--dataset", help=".npz dataset to solve; else --num-instances seeded instances")
+    v.add_argument("--num-instances", type=int, default=1000)
+    v.add_argument("--seed", type=int, default=4321)
+    v.add_argument("--time-limit", type=float, default=1.0, help="seconds per instance (exact ignores it)")
+    v.add_argument("--workers", type=int, default=1, help="solver processes")
+    v.add_argument("--save", help="write the instances with ref_cost and ref_tours to this .npz")
+    v.add_argument("--no-progress", action="store_true")
+    v.set_defaults(func=cmd_solve)
 
     r = sub.add_parser("render", help="record (or show) a rollout; --compare puts policies side by side")
     r.add_argument("--problem", choices=PROBLEM_CHOICES, required=True)

@@ -51,8 +51,9 @@ def augment(instances, k: int = NUM_AUGMENTATIONS):
     """``k`` (1..8) transformed copies of each instance, copies of one instance adjacent (B * k rows)."""
     if not 1 <= k <= NUM_AUGMENTATIONS:
         raise ValueError(f"augment must be between 1 and {NUM_AUGMENTATIONS}, got {k}")
-    rows = select_rows(instances, torch.arange(instances.locs.shape[0], device=instances.locs.device).repeat_interleave(k))
-    index = torch.arange(k, device=instances.locs.device).repeat(instances.locs.shape[0])
+    b, dev = instances.locs.shape[0], instances.locs.device
+    rows = select_rows(instances, torch.arange(b, device=dev).repeat_interleave(k))
+    index = torch.arange(k, device=dev).repeat(b)
     return rows._replace(locs=augment_locs(rows.locs, index))
 
 

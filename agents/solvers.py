@@ -22,17 +22,19 @@ prizes become ``round(prize * 10^4)`` times a weight larger than any tour length
 first and length breaks ties. OR-Tools weighs the distances themselves; PyVRP bounds the 10^6-scaled
 distances (``max_distance``) but charges none of them (with the 10^6 weight its penalty-based search
 returned over-length tours at short time limits): it charges the tour length in units of 10^-2,
-given as durations, and weighs the prizes above that. CVRP demands become ``round(demand * 10^6)`` against a capacity
-of 10^6 (the env's 1e-5 tolerance absorbs the rounding). PCTSP prizes are rounded down and the prize
-minimum raised by one unit per node.
+given as durations, and weighs the prizes above that. CVRP demands become ``round(demand * 10^6)``
+against a capacity of 10^6 (the env's 1e-5 tolerance absorbs the rounding). PCTSP prizes are rounded
+down and the prize minimum raised by one unit per node.
 
 PCTSP in PyVRP: PyVRP has no minimum on the prize collected. We solve the Lagrangian problem (each
-optional client's PyVRP prize = its penalty + lambda * its prize) for lambda = 0 and then for growing
-lambda until the collected prize reaches 1, bisect twice, and keep the cheapest tour that collects 1.
+optional client's PyVRP prize = its penalty + lambda * its prize) for lambda = 0, then for lambda
+growing fourfold until the collected prize reaches 1, then bisect; at most 6 solves, each with a sixth
+of the time limit, and the cheapest tour that collects 1 is kept.
 
 Every tour is replayed through the env's dynamics; the rare tour that float rounding makes infeasible
-is repaired (OP: the customer of least prize per length saved dropped, repeatedly; PCTSP: the nodes of highest prize inserted at their
-cheapest position until the minimum is met), and :attr:`Solved.repaired` counts them.
+is repaired (OP: the customer of least prize per length saved dropped, repeatedly; PCTSP: the nodes
+of highest prize inserted at their cheapest position until the minimum is met), and
+:attr:`Solved.repaired` counts them.
 """
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from routing_gym.problems import CVRP, OP, PCTSP, TSP, get_problem, tour_cost
+from routing_gym.problems import OP, PCTSP, get_problem, tour_cost
 
 from .heuristics import replay
 
@@ -107,7 +109,8 @@ def solve(problem, instances, method: str, time_limit: float = 1.0, *, progress:
 
         tours = held_karp(instances.locs.cpu())[1].to(instances.locs.device)
         return Solved(tour_cost(problem, instances, tours), tours, time.perf_counter() - start, 0)
-    data = [{k: v[i].detach().cpu().numpy() for k, v in instances._asdict().items()} for i in range(len(instances.locs))]
+    arrays = {k: v.detach().cpu().numpy() for k, v in instances._asdict().items()}
+    data = [{k: v[i] for k, v in arrays.items()} for i in range(len(instances.locs))]
     if distances is not None:
         for d, matrix in zip(data, np.asarray(distances)):
             d["distances"] = np.rint(matrix).astype(np.int64)

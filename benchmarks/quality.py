@@ -5,7 +5,7 @@ For each problem (TSP, CVRP, OP with 'dist' prizes, deterministic PCTSP) and siz
 available *per instance* (the cheapest tour any solver found: Held-Karp where n <= --exact-max-n,
 else LKH / OR-Tools / PyVRP, whichever are installed) and the wall-clock time for the whole set::
 
-    python benchmarks/quality.py                                     # defaults: about 10 min on 2 CPU cores
+    python benchmarks/quality.py                                     # defaults: about 7 min on 2 CPU cores
     python benchmarks/quality.py --num-instances 10000 --time-limit 1 --workers 16 --policy kool
     python benchmarks/quality.py --policy 'runs/{problem}{n}/best.pt' --problems tsp cvrp
 
@@ -39,15 +39,16 @@ HEURISTICS = {"tsp": ["nearest", "nearest_insertion", "farthest_insertion", "2op
               "cvrp": ["nearest", "2opt"], "op": ["nearest", "greedy", "2opt"], "pctsp": ["nearest", "greedy", "2opt"]}
 LABELS = {"nearest": "nearest neighbour", "nearest_insertion": "nearest insertion",
           "farthest_insertion": "farthest insertion", "greedy": "greedy (problem-aware)",
-          "2opt": {"tsp": "farthest insertion + 2-opt"}, "exact": "Held-Karp (exact)", "lkh": "LKH-3 (elkai)",
-          "ortools": "OR-Tools (GLS)", "pyvrp": "PyVRP (ILS)"}
+          "2opt": {"tsp": "farthest insertion + 2-opt", "cvrp": "greedy + 2-opt",
+                   "op": "greedy + 2-opt + insert", "pctsp": "greedy + 2-opt + insert/remove"},
+          "exact": "Held-Karp (exact)", "lkh": "LKH-3 (elkai)", "ortools": "OR-Tools (GLS)", "pyvrp": "PyVRP (ILS)"}
 VARIANTS = {"op": {"prize_type": "dist"}}
 
 
 def label(name: str, problem: str) -> str:
     value = LABELS.get(name, name)
     if isinstance(value, dict):
-        return value.get(problem, "greedy + 2-opt" if name == "2opt" else name)
+        return value[problem]
     return value
 
 
@@ -97,13 +98,17 @@ def run(problem_name: str, n: int, args) -> list[dict]:
             time_limit=None if method == "exact" else args.time_limit)
     policy = load_policy(args.policy, problem_name, n)
     if policy is not None:
-        strategies = [("greedy", {}, "greedy"), ("sample", {"num_samples": args.samples}, f"sampling, best of {args.samples}"),
+        policy = policy.to(args.device)
+        on_device = type(instances)(*(f.to(args.device) for f in instances))
+        strategies = [("greedy", {}, "greedy"),
+                      ("sample", {"num_samples": args.samples}, f"sampling, best of {args.samples}"),
                       ("beam", {"beam_width": args.beam_width}, f"beam search, width {args.beam_width}"),
                       ("multistart", {"augment": 8}, "multi-start x 8 augmentations")]
         for strategy, kw, text in strategies:
             with torch.inference_mode():
-                out, seconds = timed(lambda: decode(policy, problem, instances, strategy, batch_size=args.batch_size,
-                                                    generator=torch.Generator().manual_seed(args.seed), **kw))
+                gen = torch.Generator(args.device).manual_seed(args.seed)
+                out, seconds = timed(lambda: decode(policy, problem, on_device, strategy, batch_size=args.batch_size,
+                                                    generator=gen, **kw))
             add(f"am-{strategy}", "policy", out.cost, seconds, text=f"AM: {text}")
     references = [r["costs"] for r in rows if r["kind"] == "solver"]
     if references:
@@ -120,7 +125,7 @@ def run(problem_name: str, n: int, args) -> list[dict]:
 
 def markdown(rows: list[dict], args) -> str:
     out = [f"{args.num_instances} seeded instances per set (seed {args.seed} + n), solvers {args.time_limit} s per "
-           f"instance, {torch.get_num_threads()} torch threads, {args.workers} solver process(es); gap: mean over "
+           f"instance, {torch.get_num_threads()} torch thread(s), {args.workers} solver process(es); gap: mean over "
            "instances of (cost - best solver cost) / |best solver cost|. OP costs are minus the prize."]
     for problem in dict.fromkeys(r["problem"] for r in rows):
         sizes = sorted({r["n"] for r in rows if r["problem"] == problem})
@@ -154,7 +159,9 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=128)
     parser.add_argument("--beam-width", type=int, default=16)
     parser.add_argument("--batch-size", type=int, default=2048, help="rows decoded together")
-    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (1 is fastest for these batches on a shared CPU)")
+    parser.add_argument("--device", default="cpu", help="where the policy decodes (heuristics and solvers: CPU)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument("--progress", action="store_true", help="progress bars for the solvers")
     args = parser.parse_args()
