@@ -53,6 +53,7 @@ def worker(rank, init_file, out_dir, resume):
         trainer.fit(progress=False, log=False)
         torch.save({"params": flat_params(trainer), "grad0": grads[0], "identical": identical, "epoch": trainer.epoch},
                    os.path.join(out_dir, f"rank{rank}{'-resumed' if resume else ''}.pt"))
+        dist.barrier()  # no rank tears gloo down while another still uses it
     finally:
         dist.destroy_process_group()
 
