@@ -24,7 +24,7 @@ from torch import Tensor
 
 from routing_gym.problems import get_problem, step, tour_cost
 
-from .decoding import make_env, rollout
+from .decoding import make_env, rollout, start_nodes
 from .heuristics import num_customers, replay
 
 STRATEGIES = ("greedy", "sample", "beam", "multistart")
@@ -77,11 +77,6 @@ class Copies(NamedTuple):
 
     transform: Tensor  # (C,) int64 in 0..7
     first: Tensor  # (C,) int64 node or -1
-
-
-def start_nodes(problem, n_total: int) -> Tensor:
-    """The multi-start first actions: every node for TSP, every customer for the depot problems."""
-    return torch.arange(1 if problem.has_depot else 0, n_total)
 
 
 # -- the engine: best of many rollouts ------------------------------------------------------------
@@ -177,11 +172,11 @@ def sample_best(policy, problem, instances, num_samples: int, *, augment: int = 
 
 @torch.no_grad()
 def multistart(policy, problem, instances, *, augment: int = NUM_AUGMENTATIONS, batch_size: int = 1000) -> Decoded:
-    """POMO inference: a greedy rollout from every start node (see :func:`start_nodes`) on each of
+    """POMO inference: a greedy rollout from every start node (see :func:`agents.decoding.start_nodes`) on each of
     ``augment`` transforms; the cheapest per instance. Instances where no start is feasible (OP with
     every customer out of reach) fall back to plain greedy decoding."""
     problem = get_problem(problem) if isinstance(problem, str) else problem
-    starts = start_nodes(problem, instances.locs.shape[1])
+    starts = start_nodes(problem.name, instances.locs.shape[1])
     t = transforms(augment)
     copies = Copies(t.repeat_interleave(len(starts)), starts.repeat(len(t)))
     cost, tours = best_of_copies(policy, problem, instances, copies, batch_size=batch_size)
