@@ -242,7 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--batch-size", type=int)
     t.add_argument("--lr", type=float)
     t.add_argument("--lr-decay", type=float)
-    t.add_argument("--baseline", choices=("rollout", "exponential", "pomo"))
+    t.add_argument("--baseline", choices=("rollout", "exponential", "pomo", "critic"),
+                   help="rollout (default, Kool et al.), exponential, pomo (Kwon et al.) or critic (Bello et al.)")
+    t.add_argument("--critic-lr", type=float, help="Adam learning rate of the critic (--baseline critic)")
     t.add_argument("--policy", choices=("attention", "pointer"), help="network to train (default: attention)")
     t.add_argument("--distance-bias", action="store_true", help="attention model: distance-biased encoder")
     t.add_argument("--eval-size", type=int)

@@ -6,6 +6,10 @@ roll the baseline policy out greedily (no gradient), roll the policy out by samp
 when the policy is better on its evaluation set by a one-sided paired t-test; during the warm-up epochs
 an exponential moving average of the cost is the baseline instead. Every epoch ends with a greedy
 validation on a fixed seeded set and a checkpoint from which ``--resume`` continues exactly.
+
+Other baselines (``TrainConfig.baseline``): ``exponential`` (the moving average alone), ``pomo`` (Kwon
+et al. 2020: the mean cost of the instance's rollouts from every start node) and ``critic`` (Bello et al.
+2017: a learned value network, :mod:`agents.critic`, fitted to the sampled costs).
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from routing_gym.problems import get_problem
 
 from .attention_model import AttentionModel, AttentionModelConfig
 from .checkpoint import load_checkpoint, save_checkpoint
+from .critic import Critic, CriticConfig
 from .decoding import evaluate, make_env, rollout, start_nodes
 from .pointer_network import PointerNetwork, PointerNetworkConfig
 
@@ -37,7 +42,7 @@ POLICIES = {  # TrainConfig.policy: (model class, its config class)
     "pointer": (PointerNetwork, PointerNetworkConfig),
 }
 
-BASELINES = ("rollout", "exponential", "pomo")
+BASELINES = ("rollout", "exponential", "pomo", "critic")
 RANK_SEED_STRIDE = 1_000_003  # rank r draws training instances and samples from seed + r * stride
 EVAL_SEED_OFFSET = 7_777_777  # the baseline's evaluation sets come from a stream shared by all ranks
 
@@ -67,7 +72,10 @@ class TrainConfig:
     baseline: str = "rollout"
     """``rollout`` (greedy rollout of a frozen copy, replaced by the t-test), ``exponential``, or
     ``pomo`` (Kwon et al. 2020: each instance sampled from every start node, their mean cost the shared
-    baseline; ``batch_size`` then counts instances, each rolled out N times)."""
+    baseline; ``batch_size`` then counts instances, each rolled out N times), or ``critic`` (Bello et al.
+    2017: :class:`agents.critic.Critic` predicts the cost and is fitted to it by mean squared error)."""
+    critic_lr: float = 1e-4
+    """Adam learning rate of the critic (``baseline="critic"``)."""
     warmup_epochs: int = 1
     """Epochs during which the exponential baseline stands in for the rollout baseline."""
     exp_beta: float = 0.8
@@ -192,6 +200,13 @@ class Trainer:
         sampler = SampledRollout(self.policy)
         self.sampler = DistributedDataParallel(sampler) if self.world_size > 1 else sampler
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.lr)
+        self.critic: Critic | None = None
+        if config.baseline == "critic":
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(config.seed + 1)
+                self.critic = Critic(CriticConfig(problem=config.problem)).to(self.device)
+            self.critic_module = DistributedDataParallel(self.critic) if self.world_size > 1 else self.critic
+            self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda e: config.lr_decay ** e)
         self.generator = torch.Generator(device=self.device).manual_seed(config.seed + RANK_SEED_STRIDE * self.rank)
         self.eval_generator = torch.Generator(device=self.device).manual_seed(config.seed + EVAL_SEED_OFFSET)
@@ -270,6 +285,11 @@ class Trainer:
             with self._autocast():
                 cost, log_likelihood = self.sampler(self.env, repeated, self.generator, self.starts.repeat(b))
             bl = cost.view(b, k).mean(dim=1).repeat_interleave(k)
+        elif cfg.baseline == "critic":
+            with self._autocast():
+                cost, log_likelihood = self.sampler(self.env, instances, self.generator)
+                bl = self.critic_module(self.problem.observe(self.problem.reset(instances))).float()
+            self._step_critic(bl, cost.detach())
         else:
             with self._autocast():
                 cost, log_likelihood = self.sampler(self.env, instances, self.generator)
@@ -282,6 +302,14 @@ class Trainer:
         self.optimizer.step()
         self.instances_seen += cfg.batch_size
         return float(gather_costs(cost.mean()[None]).mean()), float(grad_norm)
+
+    def _step_critic(self, predicted: Tensor, cost: Tensor) -> None:
+        """One Adam step of the critic on the mean squared error of its predictions."""
+        loss = torch.nn.functional.mse_loss(predicted, cost)
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.critic.parameters(), self.cfg.max_grad_norm)
+        self.critic_optimizer.step()
 
     def train_epoch(self, progress: bool = True) -> dict:
         cfg = self.cfg
@@ -346,6 +374,8 @@ class Trainer:
             "eval_set": None if self.eval_set is None else self.eval_set._asdict(),
             "eval_costs": self.eval_costs,
             "exp_value": self.exp_value,
+            "critic": None if self.critic is None else self.critic.state_dict(),
+            "critic_optimizer": None if self.critic is None else self.critic_optimizer.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "generators": self._gather_generator_states(),
@@ -388,6 +418,11 @@ class Trainer:
                 trainer.baseline_policy.load_state_dict(ckpt["baseline_model"])
             trainer.optimizer.load_state_dict(ckpt["optimizer"])
             trainer.scheduler.load_state_dict(ckpt["scheduler"])
+            if trainer.critic is not None:
+                if ckpt.get("critic") is None:
+                    raise ValueError("it holds no critic")
+                trainer.critic.load_state_dict(ckpt["critic"])
+                trainer.critic_optimizer.load_state_dict(ckpt["critic_optimizer"])
         except (RuntimeError, KeyError, ValueError) as e:
             raise ValueError(f"checkpoint {path} does not match the model it describes: {e}") from None
         if ckpt["eval_set"] is not None:

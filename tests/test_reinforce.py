@@ -92,3 +92,34 @@ def test_pomo_baseline__learns_with_shared_multi_start_baseline(tmp_path):
     before = float(trainer._greedy_costs(trainer.policy, trainer.val_set).mean())
     rows = trainer.fit(progress=False, log=False)
     assert rows[-1]["val_cost"] < before - 0.2, (before, [r["val_cost"] for r in rows])
+
+
+def critic_error(trainer, num=256):
+    """Mean absolute error of the critic's predicted cost against the greedy cost of the policy."""
+    instances = trainer.problem.generate(num, trainer.cfg.num_nodes, generator=torch.Generator().manual_seed(99))
+    with torch.no_grad():
+        predicted = trainer.critic(trainer.problem.observe(trainer.problem.reset(instances)))
+    return float((predicted - trainer._greedy_costs(trainer.policy, instances)).abs().mean())
+
+
+def test_critic_baseline__policy_learns_and_critic_fits_the_costs(tmp_path):
+    trainer = Trainer(small_config(tmp_path, num_nodes=10, epochs=4, epoch_size=1280, batch_size=128,
+                                   baseline="critic", critic_lr=1e-3))
+    before, error_before = float(trainer._greedy_costs(trainer.policy, trainer.val_set).mean()), critic_error(trainer)
+    rows = trainer.fit(progress=False, log=False)
+    assert rows[-1]["val_cost"] < before - 0.3, (before, [r["val_cost"] for r in rows])
+    assert critic_error(trainer) < 0.5 * error_before, (error_before, critic_error(trainer))
+
+
+def test_critic_baseline__resume_restores_the_critic_exactly(tmp_path):
+    config = dict(problem="cvrp", num_nodes=6, epochs=2, baseline="critic")
+    straight = Trainer(small_config(tmp_path / "a", **config))
+    straight.fit(progress=False, log=False)
+    first = Trainer(small_config(tmp_path / "b", **dict(config, epochs=1)))
+    first.fit(progress=False, log=False)
+    resumed = Trainer.resume(tmp_path / "b" / "run" / "last.pt", epochs=2)
+    resumed.fit(progress=False, log=False)
+    for module in ("policy", "critic"):
+        for (name, p), q in zip(getattr(straight, module).state_dict().items(),
+                                getattr(resumed, module).state_dict().values()):
+            assert torch.equal(p, q), (module, name)
