@@ -21,22 +21,23 @@ import torch
 
 from agents.decoding import evaluate
 from agents.kool_weights import load_kool_weights
+from paper import paper_value
 from routing_gym.problems import get_problem
 
 REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference-models" / "kool2019"
-# (problem, n) -> (folder, env variant, published greedy mean cost, Table 1 of the paper; OP as -prize)
-PUBLISHED = {
-    ("tsp", 20): ("tsp_20", {}, 3.85), ("tsp", 50): ("tsp_50", {}, 5.80), ("tsp", 100): ("tsp_100", {}, 8.12),
-    ("cvrp", 20): ("cvrp_20", {}, 6.40), ("cvrp", 50): ("cvrp_50", {}, 10.98), ("cvrp", 100): ("cvrp_100", {}, 16.80),
-    ("op", 20): ("op_dist_20", {"prize_type": "dist"}, -5.19),
-    ("op", 50): ("op_dist_50", {"prize_type": "dist"}, -15.64),
-    ("pctsp", 20): ("pctsp_det_20", {}, 3.18), ("pctsp", 50): ("pctsp_det_50", {}, 4.60),
+# (problem, n) -> (folder, env variant); the published greedy mean costs are in paper.TABLE1
+FOLDERS = {
+    ("tsp", 20): ("tsp_20", {}), ("tsp", 50): ("tsp_50", {}), ("tsp", 100): ("tsp_100", {}),
+    ("cvrp", 20): ("cvrp_20", {}), ("cvrp", 50): ("cvrp_50", {}), ("cvrp", 100): ("cvrp_100", {}),
+    ("op", 20): ("op_dist_20", {"prize_type": "dist"}), ("op", 50): ("op_dist_50", {"prize_type": "dist"}),
+    ("pctsp", 20): ("pctsp_det_20", {}), ("pctsp", 50): ("pctsp_det_50", {}),
 }
 
 
 def run(problem: str, n: int, num_instances: int, batch_size: int, seed: int, device: str) -> dict:
     """One row: our greedy mean cost with the reference weights on a seeded set, and the time."""
-    folder, variant, published = PUBLISHED[(problem, n)]
+    folder, variant = FOLDERS[(problem, n)]
+    published = paper_value(problem, n, "greedy")
     model = load_kool_weights(REFERENCE / folder, device=device)
     instances = get_problem(problem).generate(num_instances, n, generator=torch.Generator().manual_seed(seed),
                                               **variant)
@@ -70,7 +71,7 @@ def main() -> None:
     rows = []
     for n in args.sizes:
         for problem in args.problems:
-            if (problem, n) not in PUBLISHED:
+            if (problem, n) not in FOLDERS:
                 continue
             row = run(problem, n, args.num_instances, args.batch_size, args.seed, args.device)
             rows.append(row)

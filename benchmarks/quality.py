@@ -6,13 +6,20 @@ available *per instance* (the cheapest tour any solver found: Held-Karp where n 
 else LKH / OR-Tools / PyVRP, whichever are installed) and the wall-clock time for the whole set::
 
     python benchmarks/quality.py                                     # defaults: about 7 min on 2 CPU cores
-    python benchmarks/quality.py --num-instances 10000 --time-limit 1 --workers 16 --policy kool
-    python benchmarks/quality.py --policy 'runs/{problem}{n}/best.pt' --problems tsp cvrp
+    python benchmarks/quality.py --num-instances 10000 --time-limit 1 --workers 16 --policy kool pretrained
+    python benchmarks/quality.py --policy 'runs/{problem}{n}/last.pt' --problems tsp cvrp
 
-``--policy kool`` decodes the published weights of Kool et al. (``../shared/reference-models/kool2019``,
-beside the repository); any other value is a checkpoint path, ``{problem}`` and ``{n}`` filled in. A
-policy is decoded greedily, by best of ``--samples`` samples, by beam search of width ``--beam-width``
-and by multi-start with the 8 augmentations (:mod:`agents.search`).
+``--policy`` takes one or more of: ``kool`` (the published weights of Kool et al.,
+``../shared/reference-models/kool2019`` beside the repository), ``pretrained`` (the models shipped in
+``agents/weights``) or a checkpoint path with ``{problem}`` and ``{n}`` filled in. A policy is decoded by
+the ``--strategies`` of :mod:`agents.search`: greedily, by best of ``--samples`` samples, by beam search
+of width ``--beam-width`` and by multi-start with the 8 augmentations. Problems and sizes a policy has
+no weights for are skipped.
+
+The "paper" column holds Kool et al. 2019's Table 1 means on their own test set (:mod:`paper`) for the
+methods they report: their Attention Model (greedy; sampling, best of 1,280), their reference solver
+(on the row of the best solver here) and the TSP heuristics. Times are per 10,000 instances,
+extrapolated linearly from the set's wall-clock time.
 
 Writes ``benchmarks/results/quality.json`` (every row, the settings and the machine) and
 ``benchmarks/results/quality.md`` (one table per problem), and prints the markdown.
@@ -30,6 +37,7 @@ import torch
 from agents.heuristics import heuristic_tours
 from agents.search import decode
 from agents.solvers import SUPPORTED, available, solve
+from paper import TABLE1, paper_value
 from routing_gym.problems import get_problem, tour_cost
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,9 +60,18 @@ def label(name: str, problem: str) -> str:
     return value
 
 
-def load_policy(spec: str | None, problem: str, n: int):
-    if spec is None:
-        return None
+POLICY_LABELS = {"kool": "AM, Kool et al. weights", "pretrained": "AM, ours (shipped)"}
+STRATEGIES = {  # name: (paper's key, label); the label's {} is filled with the setting
+    "greedy": ("greedy", "greedy"), "sample": ("sampling", "sampling, best of {samples}"),
+    "beam": (None, "beam search, width {beam_width}"), "multistart": (None, "multi-start x 8 augmentations")}
+
+
+def load_policy(spec: str, problem: str, n: int):
+    """The policy ``spec`` for one problem and size, or None when it has none."""
+    if spec == "pretrained":
+        from agents.pretrained import load_pretrained, pretrained_path
+
+        return load_pretrained(problem, n).eval() if pretrained_path(problem, n).is_file() else None
     if spec == "kool":
         from agents.kool_weights import load_kool_weights
 
@@ -96,50 +113,64 @@ def run(problem_name: str, n: int, args) -> list[dict]:
         out = solve(problem, instances, method, args.time_limit, progress=args.progress, workers=args.workers)
         add(method, "solver", out.cost, out.seconds, repaired=out.repaired,
             time_limit=None if method == "exact" else args.time_limit)
-    policy = load_policy(args.policy, problem_name, n)
-    if policy is not None:
+    on_device = type(instances)(*(f.to(args.device) for f in instances))
+    settings = {"greedy": {}, "sample": {"num_samples": args.samples}, "beam": {"beam_width": args.beam_width},
+                "multistart": {"augment": 8}}
+    for spec in args.policy or []:
+        policy = load_policy(spec, problem_name, n)
+        if policy is None:
+            continue
         policy = policy.to(args.device)
-        on_device = type(instances)(*(f.to(args.device) for f in instances))
-        strategies = [("greedy", {}, "greedy"),
-                      ("sample", {"num_samples": args.samples}, f"sampling, best of {args.samples}"),
-                      ("beam", {"beam_width": args.beam_width}, f"beam search, width {args.beam_width}"),
-                      ("multistart", {"augment": 8}, "multi-start x 8 augmentations")]
-        for strategy, kw, text in strategies:
+        name = POLICY_LABELS.get(spec, f"AM, {Path(spec).name}")
+        for strategy in args.strategies:
+            paper_key, text = STRATEGIES[strategy]
             with torch.inference_mode():
                 gen = torch.Generator(args.device).manual_seed(args.seed)
                 out, seconds = timed(lambda: decode(policy, problem, on_device, strategy, batch_size=args.batch_size,
-                                                    generator=gen, **kw))
-            add(f"am-{strategy}", "policy", out.cost, seconds, text=f"AM: {text}")
+                                                    generator=gen, **settings[strategy]))
+            add(paper_key, "policy", out.cost, seconds, policy=spec,
+                text=f"{name}: {text.format(samples=args.samples, beam_width=args.beam_width)}")
     references = [r["costs"] for r in rows if r["kind"] == "solver"]
     if references:
         best = torch.stack(references).min(dim=0).values
-        names = [r["method"] for r in rows if r["kind"] == "solver"]
+        solvers = [r for r in rows if r["kind"] == "solver"]
+        best_row = min(solvers, key=lambda r: float(r["costs"].mean()))
+        best_row["paper_key"] = "best"
         for r in rows:
             ok = best.abs() > 1e-9
             r["gap_percent"] = float(((r["costs"] - best) / best.abs())[ok].mean() * 100)
-            r["reference"] = " / ".join(names)
+            r["reference"] = " / ".join(s["method"] for s in solvers)
     for r in rows:
         r["mean_cost"] = float(r.pop("costs").mean())
+        r["seconds_per_10k"] = r["seconds"] * 10_000 / args.num_instances
+        r["paper"] = paper_value(problem_name, n, r.get("paper_key") or r["key"] or "")
+        if r["paper"] is not None and r.get("paper_key") == "best":
+            r["paper_method"] = TABLE1[(problem_name, n)]["best_method"]
     return rows
 
 
 def markdown(rows: list[dict], args) -> str:
     out = [f"{args.num_instances} seeded instances per set (seed {args.seed} + n), solvers {args.time_limit} s per "
            f"instance, {torch.get_num_threads()} torch thread(s), {args.workers} solver process(es); gap: mean over "
-           "instances of (cost - best solver cost) / |best solver cost|. OP costs are minus the prize."]
+           "instances of (cost - best solver cost) / |best solver cost|; time: seconds per 10,000 instances "
+           "(extrapolated); paper: Kool et al. 2019, Table 1 (their test set; sampling: best of 1,280). "
+           "OP costs are minus the prize."]
     for problem in dict.fromkeys(r["problem"] for r in rows):
         sizes = sorted({r["n"] for r in rows if r["problem"] == problem})
-        head = "| method | " + " | ".join(f"n={n} cost | gap | time (s)" for n in sizes) + " |"
-        out += ["", f"### {problem.upper()}", "", head, "|---" * (1 + 3 * len(sizes)) + "|"]
+        head = "| method | " + " | ".join(f"n={n} cost | gap | s / 10k | paper" for n in sizes) + " |"
+        out += ["", f"### {problem.upper()}", "", head, "|---" * (1 + 4 * len(sizes)) + "|"]
         for method in dict.fromkeys(r["method"] for r in rows if r["problem"] == problem):
             cells = []
             for n in sizes:
                 r = next((r for r in rows if r["problem"] == problem and r["n"] == n and r["method"] == method), None)
                 if r is None:
-                    cells.append("- | - | -")
-                else:
-                    gap = f"{r['gap_percent'] + 0.0:.2f}%".replace("-0.00", "0.00") if "gap_percent" in r else "-"
-                    cells.append(f"{r['mean_cost']:.3f} | {gap} | {r['seconds']:.1f}")
+                    cells.append("- | - | - | -")
+                    continue
+                gap = f"{r['gap_percent'] + 0.0:.2f}%".replace("-0.00", "0.00") if "gap_percent" in r else "-"
+                paper = "-" if r["paper"] is None else f"{r['paper']:.2f}"
+                if r.get("paper_method"):
+                    paper += f" ({r['paper_method']})"
+                cells.append(f"{r['mean_cost']:.3f} | {gap} | {r['seconds_per_10k']:.0f} | {paper}")
             out.append(f"| {method} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
@@ -155,7 +186,10 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=0.1, help="solver seconds per instance")
     parser.add_argument("--exact-max-n", type=int, default=20, help="run Held-Karp up to this n")
     parser.add_argument("--workers", type=int, default=1, help="solver processes")
-    parser.add_argument("--policy", help="'kool' or a checkpoint path ({problem}, {n} filled in)")
+    parser.add_argument("--policy", nargs="+", help="'kool', 'pretrained' and/or checkpoint paths ({problem}, {n} "
+                                                    "filled in)")
+    parser.add_argument("--strategies", nargs="+", choices=list(STRATEGIES), default=list(STRATEGIES),
+                        help="decoding strategies of the policies")
     parser.add_argument("--samples", type=int, default=128)
     parser.add_argument("--beam-width", type=int, default=16)
     parser.add_argument("--batch-size", type=int, default=2048, help="rows decoded together")
