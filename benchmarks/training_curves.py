@@ -1,0 +1,86 @@
+"""Training curves: greedy validation cost against training instances seen, one panel per problem and size.
+
+Reads the ``metrics.csv`` that ``routing-gym train`` writes after every epoch, and the run's settings from
+its ``last.pt`` (problem, size, baseline, policy), and draws every run given on the panel of its problem,
+with the paper's final greedy cost (Kool et al. 2019, Table 1, after 100 epochs of 1.28 M instances) as a
+dashed line::
+
+    python benchmarks/training_curves.py runs/tsp20-rollout runs/cvrp20-rollout --out docs/images/training_curves.png
+    python benchmarks/training_curves.py training/*/ --out curves.png     # the committed runs
+
+Prints one line per run (instances seen, first and last validation cost) and saves the PNG.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from agents.checkpoint import load_checkpoint  # noqa: E402
+from paper import paper_value  # noqa: E402
+
+
+def read_run(folder: Path) -> dict:
+    """One run: its settings and its per-epoch rows (instances seen, validation cost)."""
+    metrics = folder / "metrics.csv"
+    if not metrics.is_file():
+        raise SystemExit(f"{folder}: no metrics.csv (not a training run's folder)")
+    with metrics.open() as f:
+        rows = [(int(r["instances_seen"]), float(r["val_cost"])) for r in csv.DictReader(f)]
+    config = load_checkpoint(folder / "last.pt", kind="trainer")["config"] if (folder / "last.pt").is_file() else {}
+    problem, n = config.get("problem"), config.get("num_nodes")
+    if problem is None:  # fall back on the folder's name, e.g. cvrp20-rollout
+        name = folder.name.split("-")[0]
+        problem, n = name.rstrip("0123456789"), int(name[len(name.rstrip("0123456789")):] or 0)
+    label = f"{config.get('policy', 'attention')}, {config.get('baseline', '?')} baseline"
+    if config.get("model", {}).get("distance_bias"):
+        label += ", distance bias"
+    return {"folder": folder, "problem": problem, "n": n, "label": label, "rows": rows}
+
+
+def plot(runs: list[dict], out: Path) -> None:
+    panels = list(dict.fromkeys((r["problem"], r["n"]) for r in runs))
+    cols = min(len(panels), 2)
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, (problem, n) in zip(axes.flat, panels):
+        for run in (r for r in runs if (r["problem"], r["n"]) == (problem, n)):
+            seen, cost = zip(*run["rows"])
+            ax.plot([s / 1e6 for s in seen], cost, marker=".", label=run["label"])
+        paper = paper_value(problem, n, "greedy")
+        if paper is not None:
+            ax.axhline(paper, color="grey", linestyle="--", label=f"paper, greedy ({paper:.2f})")
+        ax.set_title(f"{problem.upper()}-{n}" + (" (minus prize)" if problem == "op" else ""))
+        ax.set_xlabel("training instances seen (millions)")
+        ax.set_ylabel("greedy validation cost")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="training output folders (with metrics.csv)")
+    parser.add_argument("--out", type=Path, default=Path("training_curves.png"))
+    args = parser.parse_args()
+    runs = [read_run(folder) for folder in args.runs]
+    for run in runs:
+        seen, cost = zip(*run["rows"])
+        print(f"{run['folder']}: {run['problem']}-{run['n']}, {run['label']}: {len(seen)} epochs, "
+              f"{seen[-1]:,} instances, validation cost {cost[0]:.4f} -> {cost[-1]:.4f}")
+    plot(runs, args.out)
+    print(f"saved {args.out}")
+
+
+if __name__ == "__main__":
+    main()
