@@ -18,7 +18,8 @@ rows whose ``obs["step"]`` is one past the last step the cache has seen, and reu
 ``obs["step"]`` has not moved (finished episodes, or a repeated call on the same observation). So a
 cache serves exactly one episode, and ``log_probs`` must see every observation of it in order (as
 :func:`agents.decoding.rollout` and :func:`agents.supervised.teacher_forcing_nll` do); a fresh
-``precompute`` starts a fresh episode. Beam search, which reorders rows between steps, is not supported.
+``precompute`` starts a fresh episode. The class attribute ``recurrent`` tells beam search
+(:mod:`agents.search`), which reorders rows between steps, to reorder the cache with them.
 :meth:`PointerNetwork.predict` acts in the single Gymnasium env with the decoder state passed back and
 forth as ``state``, in the style of Stable-Baselines3's recurrent policies.
 
@@ -98,6 +99,9 @@ class PointerNetwork(nn.Module):
     ``locs`` (B, N, 2), the problem's node features (B, N), ``current_node`` (B,) int64, ``step``
     (B, 1), the depot problems' step scalar (B, 1) and ``action_mask`` (B, N) bool, True = allowed.
     """
+
+    recurrent = True
+    """The cache carries a decoder state per row: whoever reorders rows reorders the cache too."""
 
     def __init__(self, config: PointerNetworkConfig):
         super().__init__()

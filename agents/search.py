@@ -17,6 +17,7 @@ beams are re-ranked (rows re-indexed) at every step. Every returned tour is vali
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, NamedTuple
 
 import torch
@@ -58,7 +59,8 @@ def augment(instances, k: int = NUM_AUGMENTATIONS):
 
 
 def select_rows(tree: Any, index: Tensor) -> Any:
-    """``tree`` (a tensor, a (named) tuple of them, or None) with rows ``index`` of every tensor."""
+    """``tree`` (a tensor, a (named) tuple, dict or dataclass of them, or None) with rows ``index`` of every
+    tensor."""
     if tree is None:
         return None
     if isinstance(tree, Tensor):
@@ -68,6 +70,9 @@ def select_rows(tree: Any, index: Tensor) -> Any:
         return type(tree)(*fields) if hasattr(tree, "_fields") else type(tree)(fields)
     if isinstance(tree, dict):
         return {k: select_rows(v, index) for k, v in tree.items()}
+    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+        return dataclasses.replace(tree, **{f.name: select_rows(getattr(tree, f.name), index)
+                                            for f in dataclasses.fields(tree)})
     raise TypeError(f"cannot select rows of a {type(tree).__name__}")
 
 
@@ -205,7 +210,7 @@ def beam_search(policy, problem, instances, beam_width: int, *, augment: int = 1
         idx = torch.arange(i0, min(i0 + per_chunk, b), device=dev)
         original = select_rows(instances, idx.repeat_interleave(augment))
         rows = original._replace(locs=augment_locs(original.locs, torch.arange(augment, device=dev).repeat(len(idx))))
-        cost, actions = beam_rows(policy, problem, rows, beam_width, max_steps)
+        cost, actions, _ = beam_rows(policy, problem, rows, beam_width, max_steps)
         if augment > 1:
             cost, feasible = replay(problem, original, actions)
             cost = cost.masked_fill(~feasible, float("inf"))
@@ -215,8 +220,9 @@ def beam_search(policy, problem, instances, beam_width: int, *, augment: int = 1
     return finish_tours(problem, instances, tours)
 
 
-def beam_rows(policy, problem, instances, width: int, max_steps: int) -> tuple[Tensor, Tensor]:
-    """Beam search on R instances: ``(cost (R,), actions (R, max_steps))`` of each one's best beam."""
+def beam_rows(policy, problem, instances, width: int, max_steps: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Beam search on R instances: ``(cost (R,), actions (R, max_steps), log-likelihood (R,))`` of each
+    one's cheapest final beam."""
     dev = instances.locs.device
     r, n = instances.locs.shape[:2]
     rep = torch.arange(r, device=dev).repeat_interleave(width)
@@ -237,6 +243,8 @@ def beam_rows(policy, problem, instances, width: int, max_steps: int) -> tuple[T
         score, top = total.topk(width, dim=1)
         src = (base + top // n).flatten()
         state, cost, actions = select_rows(state, src), cost[src], actions[src]
+        if getattr(policy, "recurrent", False):  # a decoder state per row (the Pointer Network's) follows its beam
+            cache = select_rows(cache, src)
         action = (top % n).flatten()
         state, reward, invalid = step(problem, state, action)
         actions[:, t] = action
@@ -246,7 +254,8 @@ def beam_rows(policy, problem, instances, width: int, max_steps: int) -> tuple[T
             break
     cost = cost.masked_fill(~torch.isfinite(score.flatten()), float("inf")).view(r, width)
     best, pick = cost.min(dim=1)
-    return best, actions.view(r, width, -1)[torch.arange(r, device=dev), pick]
+    rows = torch.arange(r, device=dev)
+    return best, actions.view(r, width, -1)[rows, pick], score[rows, pick]
 
 
 def observe(problem, state) -> dict[str, Tensor]:

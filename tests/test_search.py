@@ -8,6 +8,7 @@ import torch
 from agents.attention_model import AttentionModel, AttentionModelConfig
 from agents.decoding import make_env, rollout
 from agents.heuristics import NearestNeighbour
+from agents.pointer_network import PointerNetwork, PointerNetworkConfig
 from agents.search import augment, augment_locs, beam_search, decode, greedy, multistart, sample_best
 from routing_gym.problems import OP, PROBLEMS, tour_cost
 
@@ -33,7 +34,12 @@ def attention_model(problem):
     return AttentionModel(AttentionModelConfig(problem=problem)).eval()
 
 
-POLICIES = {"nearest": lambda problem: NearestNeighbour(), "attention": attention_model}
+def pointer_network(problem):
+    torch.manual_seed(0)
+    return PointerNetwork(PointerNetworkConfig(problem=problem)).eval()
+
+
+POLICIES = {"nearest": lambda problem: NearestNeighbour(), "attention": attention_model, "pointer": pointer_network}
 CASES = list(itertools.product(sorted(PROBLEMS), sorted(POLICIES)))
 
 
@@ -119,3 +125,24 @@ def test_decode__strategies_and_errors():
         decode(policy, "tsp", inst, "mcts")
     with pytest.raises(ValueError, match="augment"):
         greedy(policy, "tsp", inst, augment=9)
+
+
+@pytest.mark.parametrize("problem", ["tsp", "cvrp"])
+@pytest.mark.parametrize("policy", ["attention", "pointer"])
+def test_beam__scores_are_the_policys_log_likelihood_of_the_beam(problem, policy):
+    """Each beam's summed log-probability is what teacher forcing its actions gives: the recurrent Pointer
+    Network's decoder state follows its beam when beams are re-ranked."""
+    from agents.search import beam_rows
+    from agents.supervised import teacher_forcing_nll
+
+    net, core = POLICIES[policy](problem), PROBLEMS[problem]
+    with torch.no_grad():  # an untrained network's logits barely depend on its decoder state: sharpen them
+        for p in net.parameters():
+            p.mul_(5)
+    inst = core.generate(8, 8, generator=torch.Generator().manual_seed(1))
+    max_steps = int(core.bounds(inst.locs.shape[1])["step"][2])
+    with torch.no_grad():
+        cost, actions, score = beam_rows(net, core, inst, 5, max_steps)
+        nll = teacher_forcing_nll(net, problem, inst, actions)
+    assert torch.allclose(score, -nll, atol=1e-4), (score, -nll)
+    assert torch.allclose(cost, tour_cost(core, inst, actions).to(cost.dtype), atol=1e-5)
