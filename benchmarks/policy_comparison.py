@@ -9,10 +9,14 @@ same seeded validation set (the trainer's, ``val_seed`` 1234)::
     python benchmarks/policy_comparison.py --instances 1280000 --epochs 10 --batch-size 512 --device cuda
 
 Prints a markdown table and writes it with the settings to ``benchmarks/results/policy_comparison.{md,json}``.
+Every trained policy is saved to ``--save-dir`` (``benchmarks/results/policies/{slug}.pt``, a policy file with
+its row label), so that ``benchmarks/quality.py --policy benchmarks/results/policies/*.pt`` decodes them
+with every strategy beside the heuristics and solvers.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import tempfile
@@ -25,20 +29,22 @@ from agents.decoding import evaluate
 from agents.exact import MAX_NODES
 from agents.heuristics import heuristic_tours
 from agents.pointer_network import PointerNetwork, PointerNetworkConfig
+from agents.pretrained import save_policy
 from agents.reinforce import TrainConfig, Trainer
 from agents.supervised import SupervisedConfig, label_tsp, train_supervised
 from routing_gym.problems import TSP, tour_cost
 
 ROOT = Path(__file__).resolve().parents[1]
-RL_POLICIES = {  # row label: (TrainConfig.policy, model overrides)
-    "Attention Model (RL)": ("attention", {}),
-    "Attention Model + distance bias (RL)": ("attention", {"distance_bias": True}),
-    "Pointer Network (RL)": ("pointer", {}),
+RL_POLICIES = {  # row label: (TrainConfig.policy, model overrides, file name)
+    "Attention Model (RL)": ("attention", {}, "am-rl"),
+    "Attention Model + distance bias (RL)": ("attention", {"distance_bias": True}, "am-distance-bias-rl"),
+    "Pointer Network (RL)": ("pointer", {}, "ptrnet-rl"),
 }
 
 
-def train_rl(args, policy: str, model: dict, out_dir: str) -> tuple[float, float, int]:
-    """(greedy validation cost, training seconds, parameters) of one REINFORCE run."""
+def train_rl(args, policy: str, model: dict, out_dir: str, label: str, save: Path) -> tuple[float, float, int]:
+    """(greedy validation cost, training seconds, parameters) of one REINFORCE run; the policy is saved
+    to ``save``."""
     config = TrainConfig(problem="tsp", num_nodes=args.num_nodes, epochs=args.epochs,
                          epoch_size=args.instances // args.epochs, batch_size=args.batch_size, lr=args.lr,
                          eval_size=args.eval_size, val_size=args.val_size, seed=args.seed, device=args.device,
@@ -46,12 +52,17 @@ def train_rl(args, policy: str, model: dict, out_dir: str) -> tuple[float, float
     trainer = Trainer(config)
     start = time.perf_counter()
     rows = trainer.fit(progress=False, log=False)
-    return rows[-1]["val_cost"], time.perf_counter() - start, sum(p.numel() for p in trainer.policy.parameters())
+    seconds = time.perf_counter() - start
+    save_policy(save, trainer.policy, {"label": label, "problem": "tsp", "num_nodes": args.num_nodes,
+                                       "instances_seen": trainer.instances_seen, "val_cost": rows[-1]["val_cost"],
+                                       "trainer": {k: v for k, v in dataclasses.asdict(config).items()
+                                                   if k != "out_dir"}})
+    return rows[-1]["val_cost"], seconds, sum(p.numel() for p in trainer.policy.parameters())
 
 
-def train_sl(args, labels: str, num_nodes: int, val_set) -> tuple[float, float, int, float]:
+def train_sl(args, labels: str, num_nodes: int, val_set, label: str, save: Path) -> tuple[float, float, int, float]:
     """(greedy validation cost, training seconds including labelling, parameters, mean label cost) of the
-    Pointer Network trained on ``args.instances`` labelled instances of ``num_nodes`` nodes."""
+    Pointer Network trained on ``args.instances`` labelled instances of ``num_nodes`` nodes; saved to ``save``."""
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           "cpu" if args.device == "auto" else args.device)
     generator = torch.Generator(device=device).manual_seed(args.seed)
@@ -66,6 +77,10 @@ def train_sl(args, labels: str, num_nodes: int, val_set) -> tuple[float, float, 
                      SupervisedConfig(epochs=1, batch_size=args.batch_size, lr=args.lr, seed=args.seed))
     seconds = time.perf_counter() - start
     cost = float(evaluate(policy, "tsp", val_set, device=device).mean())
+    save_policy(save, policy, {"label": label, "problem": "tsp", "num_nodes": num_nodes, "instances_seen": args.instances,
+                               "val_cost": cost, "trainer": {"policy": "pointer", "supervised": labels,
+                                                             "label_cost": label_cost, "lr": args.lr,
+                                                             "batch_size": args.batch_size, "seed": args.seed}})
     return cost, seconds, sum(p.numel() for p in policy.parameters()), label_cost
 
 
@@ -86,6 +101,8 @@ def main() -> None:
                         help="supervised rows: 2-opt labels at --num-nodes, exact labels at --label-nodes")
     parser.add_argument("--label-nodes", type=int, default=10, help="instance size of the exact labels (<= 12 fast)")
     parser.add_argument("--only", nargs="*", help="run only the rows whose label contains one of these words")
+    parser.add_argument("--save-dir", type=Path, default=ROOT / "benchmarks" / "results" / "policies",
+                        help="where each trained policy is saved (for quality.py --policy)")
     args = parser.parse_args()
     if args.label_nodes > MAX_NODES:
         parser.error(f"--label-nodes must be <= {MAX_NODES}")
@@ -101,9 +118,11 @@ def main() -> None:
         return not args.only or any(w.lower() in name.lower() for w in args.only)
 
     with tempfile.TemporaryDirectory() as tmp:
-        for name, (policy, model) in RL_POLICIES.items():
+        args.save_dir.mkdir(parents=True, exist_ok=True)
+        for name, (policy, model, slug) in RL_POLICIES.items():
             if wanted(name):
-                cost, seconds, params = train_rl(args, policy, model, f"{tmp}/{policy}{len(rows)}")
+                cost, seconds, params = train_rl(args, policy, model, f"{tmp}/{policy}{len(rows)}", name,
+                                                 args.save_dir / f"{slug}.pt")
                 rows.append({"policy": name, "training": f"REINFORCE, rollout baseline, {args.epochs} epochs",
                              "val_cost": cost, "train_s": seconds, "params": params})
                 print(rows[-1], flush=True)
@@ -111,7 +130,8 @@ def main() -> None:
         n = args.num_nodes if labels == "2opt" else args.label_nodes
         name = f"Pointer Network (supervised, {'2-opt' if labels == '2opt' else 'Held-Karp'} labels, TSP-{n})"
         if wanted(name):
-            cost, seconds, params, label_cost = train_sl(args, labels, n, val_set)
+            slug = f"ptrnet-sl-{labels}{n}"
+            cost, seconds, params, label_cost = train_sl(args, labels, n, val_set, name, args.save_dir / f"{slug}.pt")
             rows.append({"policy": name, "training": f"teacher forcing, 1 epoch, label cost {label_cost:.3f}",
                          "val_cost": cost, "train_s": seconds, "params": params})
             print(rows[-1], flush=True)
@@ -128,7 +148,7 @@ def main() -> None:
     out = ROOT / "benchmarks" / "results"
     out.mkdir(parents=True, exist_ok=True)
     (out / "policy_comparison.md").write_text(table + "\n")
-    (out / "policy_comparison.json").write_text(json.dumps({"settings": vars(args), "rows": rows}, indent=2))
+    (out / "policy_comparison.json").write_text(json.dumps({"settings": vars(args), "rows": rows}, indent=2, default=str))
 
 
 if __name__ == "__main__":

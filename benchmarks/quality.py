@@ -67,20 +67,30 @@ STRATEGIES = {  # name: (paper's key, label); the label's {} is filled with the 
 
 
 def load_policy(spec: str, problem: str, n: int):
-    """The policy ``spec`` for one problem and size, or None when it has none."""
+    """``(policy, row label)`` of ``spec`` for one problem and size, or None when it has none."""
     if spec == "pretrained":
         from agents.pretrained import load_pretrained, pretrained_path
 
-        return load_pretrained(problem, n).eval() if pretrained_path(problem, n).is_file() else None
+        return (load_pretrained(problem, n).eval(), POLICY_LABELS[spec]) if pretrained_path(problem, n).is_file() else None
     if spec == "kool":
         from agents.kool_weights import load_kool_weights
 
         folder = KOOL / KOOL_FOLDERS[problem].format(n=n)
-        return load_kool_weights(folder).eval() if folder.is_dir() else None
+        return (load_kool_weights(folder).eval(), POLICY_LABELS[spec]) if folder.is_dir() else None
+    from agents.checkpoint import load_checkpoint
     from agents.pretrained import load_policy_file
 
     path = Path(spec.format(problem=problem, n=n))
-    return load_policy_file(path).eval() if path.is_file() else None
+    if not path.is_file():
+        return None
+    policy = load_policy_file(path).eval()
+    if policy.config.problem != problem:
+        return None
+    try:
+        meta = load_checkpoint(path).get("meta", {})
+    except ValueError:  # the reference weights' own format: no metadata
+        meta = {}
+    return policy, meta.get("label") or f"{type(policy).__name__}, {path.stem}"
 
 
 def timed(fn):
@@ -117,11 +127,11 @@ def run(problem_name: str, n: int, args) -> list[dict]:
     settings = {"greedy": {}, "sample": {"num_samples": args.samples}, "beam": {"beam_width": args.beam_width},
                 "multistart": {"augment": 8}}
     for spec in args.policy or []:
-        policy = load_policy(spec, problem_name, n)
-        if policy is None:
+        loaded = load_policy(spec, problem_name, n)
+        if loaded is None:
             continue
+        policy, name = loaded
         policy = policy.to(args.device)
-        name = POLICY_LABELS.get(spec, f"AM, {Path(spec).name}")
         for strategy in args.strategies:
             paper_key, text = STRATEGIES[strategy]
             with torch.inference_mode():
