@@ -5,7 +5,9 @@ Timed per training batch: instance generation, the sampling rollout with gradien
 gradient clipping and the Adam step: exactly ``Trainer.train_batch``. Also reported: the time of one
 paper-sized epoch (1,280,000 instances) extrapolated from the measured rate, the model FLOPs of one
 training instance (counted by ``torch.utils.flop_counter``) and the utilisation of the device's
-measured matmul rate, and greedy inference time per 1,000 instances.
+measured matmul rate, and greedy inference time per 1,000 instances. When ``rl4co`` is installed (the
+``bench`` extra) its Attention Model policy and environment are measured side by side, interleaved with
+ours, doing the same REINFORCE step with a greedy-rollout baseline.
 
     python benchmarks/train_throughput.py                       # TSP-20 and TSP-50, batch 512, CPU
     python benchmarks/train_throughput.py --problems tsp cvrp --sizes 50 --device cuda --bf16
@@ -13,8 +15,11 @@ measured matmul rate, and greedy inference time per 1,000 instances.
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import time
+
+from importlib.metadata import version
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -47,34 +52,101 @@ def matmul_rate(device: torch.device, dtype: torch.dtype) -> float:
     return 2 * n**3 * reps / (time.perf_counter() - start)
 
 
-def measure(problem: str, n: int, args) -> dict:
+def ours(problem: str, n: int, args):
+    """``(train_step, greedy_1000, count_flops)`` of our trainer: each call does one training batch
+    (``Trainer.train_batch``), a greedy evaluation of 1,000 instances, or counts a batch's FLOPs."""
     cfg = TrainConfig(problem=problem, num_nodes=n, batch_size=args.batch_size, epoch_size=args.batch_size,
                       eval_size=args.batch_size, val_size=args.batch_size, device=args.device, bf16=args.bf16,
                       baseline=args.baseline, warmup_epochs=0, out_dir="/tmp/routing-gym-bench")
     trainer = Trainer(cfg)
-    trainer.train_batch()  # warm-up
-    sync(trainer.device)
-    times = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        trainer.train_batch()
-        sync(trainer.device)
-        times.append(time.perf_counter() - start)
-    with FlopCounterMode(display=False) as counter:
-        trainer.train_batch()
-    flops_per_instance = counter.get_total_flops() / args.batch_size
-    rate = args.batch_size / statistics.median(times)
     instances = get_problem(problem).generate(1000, n, generator=torch.Generator().manual_seed(0))
-    trainer.policy.eval()
-    evaluate(trainer.policy, problem, instances, batch_size=1000, device=trainer.device)  # warm-up
-    sync(trainer.device)
+
+    def greedy():
+        with torch.no_grad():
+            evaluate(trainer.policy, problem, instances, batch_size=1000, device=trainer.device)
+
+    def flops():
+        with FlopCounterMode(display=False) as counter:
+            trainer.train_batch()
+        return counter.get_total_flops() / args.batch_size
+
+    return trainer.train_batch, greedy, flops
+
+
+def rl4co(problem: str, n: int, args):
+    """The same three for RL4CO's Attention Model policy and environment (its REINFORCE step with a greedy
+    rollout baseline written out, as ``rl4co.models.REINFORCE`` does it, without Lightning's loop), or
+    None when rl4co is not installed."""
+    try:
+        from rl4co import envs
+        from rl4co.models.zoo.am import AttentionModelPolicy
+    except ImportError:
+        return None
+    device = torch.device(args.device)
+    env = getattr(envs, f"{problem.upper()}Env")(generator_params={"num_loc": n})
+    policy = AttentionModelPolicy(env_name=env.name).to(device)
+    baseline = copy.deepcopy(policy).eval()
+    optimizer = torch.optim.Adam(policy.parameters(), lr=1e-4)
+
+    def train_step():
+        td = env.reset(batch_size=[args.batch_size]).to(device)
+        out = policy(td.clone(), env, phase="train", decode_type="sampling")
+        with torch.no_grad():
+            bl = baseline(td.clone(), env, phase="train", decode_type="greedy")["reward"]
+        loss = -((out["reward"] - bl) * out["log_likelihood"]).mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+        optimizer.step()
+
+    test = env.reset(batch_size=[1000]).to(device)
+
+    def greedy():
+        policy.eval()
+        with torch.no_grad():
+            policy(test.clone(), env, phase="test", decode_type="greedy")
+        policy.train()
+
+    def flops():  # FlopCounterMode's module hooks fail inside RL4CO's decoder: not counted
+        return None
+
+    return train_step, greedy, flops
+
+
+def timed(fn, device: torch.device) -> float:
+    sync(device)
     start = time.perf_counter()
-    with torch.no_grad():
-        evaluate(trainer.policy, problem, instances, batch_size=1000, device=trainer.device)
-    sync(trainer.device)
-    return {"problem": f"{problem}-{n}", "inst_s": rate, "epoch_s": EPOCH / rate,
-            "gflop_per_inst": flops_per_instance / 1e9, "achieved_tflops": flops_per_instance * rate / 1e12,
-            "greedy_1000_s": time.perf_counter() - start}
+    fn()
+    sync(device)
+    return time.perf_counter() - start
+
+
+def measure(problem: str, n: int, args) -> list[dict]:
+    """One row per contender; their training batches and greedy evaluations are interleaved, so that a
+    slow spell of a shared machine hits all of them alike."""
+    device = torch.device(args.device)
+    contenders = {"ours": ours(problem, n, args)}
+    if args.rl4co and args.baseline == "rollout" and not args.bf16:
+        peer = rl4co(problem, n, args)
+        if peer is not None:
+            contenders[f"RL4CO {version('rl4co')}"] = peer
+    for train_step, greedy, _ in contenders.values():  # warm-up
+        train_step()
+        greedy()
+    times = {name: {"train": [], "greedy": []} for name in contenders}
+    for _ in range(args.repeats):
+        for name, (train_step, greedy, _) in contenders.items():
+            times[name]["train"].append(timed(train_step, device))
+            times[name]["greedy"].append(timed(greedy, device))
+    rows = []
+    for name, (_, _, flops) in contenders.items():
+        rate = args.batch_size / statistics.median(times[name]["train"])
+        per_instance = flops()
+        rows.append({"problem": f"{problem}-{n}", "contender": name, "inst_s": rate, "epoch_s": EPOCH / rate,
+                     "gflop_per_inst": per_instance and per_instance / 1e9,
+                     "achieved_tflops": per_instance and per_instance * rate / 1e12,
+                     "greedy_1000_s": statistics.median(times[name]["greedy"])})
+    return rows
 
 
 def main() -> None:
@@ -87,6 +159,8 @@ def main() -> None:
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--threads", type=int, default=None, help="torch threads on the CPU (default: torch's)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--no-rl4co", dest="rl4co", action="store_false",
+                    help="skip RL4CO's rows (measured with the rollout baseline in fp32 when rl4co is installed)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -95,14 +169,19 @@ def main() -> None:
     peak = matmul_rate(device, torch.bfloat16 if args.bf16 else torch.float32)
     print(f"device: {name}; batch {args.batch_size}; baseline {args.baseline}; "
           f"{'bf16' if args.bf16 else 'fp32'}; measured matmul {peak / 1e12:.2f} TFLOP/s")
-    print("| problem | train inst/s | epoch of 1.28M (s) | GFLOP / inst | achieved TFLOP/s | MFU | greedy s / 1000 |")
-    print("|---|---|---|---|---|---|---|")
+    print("| problem | contender | train inst/s | vs ours | epoch of 1.28M (s) | GFLOP / inst | achieved TFLOP/s | MFU "
+          "| greedy s / 1000 |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for problem in args.problems:
         for n in args.sizes:
-            r = measure(problem, n, args)
-            print(f"| {r['problem']} | {r['inst_s']:.0f} | {r['epoch_s']:.0f} | {r['gflop_per_inst']:.3f} | "
-                  f"{r['achieved_tflops']:.3f} | {100 * r['achieved_tflops'] * 1e12 / peak:.1f}% | "
-                  f"{r['greedy_1000_s']:.2f} |", flush=True)
+            rows = measure(problem, n, args)
+            for r in rows:
+                counted = r["gflop_per_inst"] is not None
+                flops = (f"{r['gflop_per_inst']:.3f} | {r['achieved_tflops']:.3f} | "
+                         f"{100 * r['achieved_tflops'] * 1e12 / peak:.1f}%") if counted else "- | - | -"
+                print(f"| {r['problem']} | {r['contender']} | {r['inst_s']:.0f} | "
+                      f"{r['inst_s'] / rows[0]['inst_s']:.2f}x | {r['epoch_s']:.0f} | {flops} | "
+                      f"{r['greedy_1000_s']:.2f} |", flush=True)
 
 
 if __name__ == "__main__":
