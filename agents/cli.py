@@ -220,6 +220,22 @@ def cmd_play(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    from .compare import compare_problem, picture, shipped_problems, table
+
+    problems = args.problems or shipped_problems(args.num_nodes)
+    if not problems:
+        raise ValueError(f"no shipped model for n = {args.num_nodes}")
+    rows = []
+    for name in problems:
+        rows += compare_problem(name, args.num_nodes, args.num_instances, args.seed)
+    print(table(rows, args.num_nodes, args.num_instances, args.seed))
+    if args.out:
+        picture(problems, args.num_nodes, args.seed, args.out)
+        print(f"saved {args.out}")
+    return 0
+
+
 def cmd_export(args) -> int:
     from .pretrained import export_policy
 
@@ -301,6 +317,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--out", help="rollout.gif or .mp4; without it a window opens")
     r.set_defaults(func=cmd_render)
+
+    c = sub.add_parser("compare", help="the shipped models against the heuristics: a table and a picture")
+    c.add_argument("--problems", nargs="+", choices=PROBLEM_CHOICES, help="default: every problem with a shipped model")
+    c.add_argument("--num-nodes", type=int, default=20)
+    c.add_argument("--num-instances", type=int, default=1000)
+    c.add_argument("--seed", type=int, default=4321, help="seed of the test set (the trainer never draws it)")
+    c.add_argument("--out", help="save the picture here (.png); none without it")
+    c.set_defaults(func=cmd_compare)
 
     x = sub.add_parser("export", help="write a trainer checkpoint's policy as a small policy file")
     x.add_argument("--checkpoint", required=True, help="a trainer checkpoint (OUT_DIR/last.pt)")
