@@ -19,7 +19,7 @@ import argparse
 import dataclasses
 import json
 import platform
-import tempfile
+import shutil
 import time
 from pathlib import Path
 
@@ -35,20 +35,25 @@ from agents.supervised import SupervisedConfig, label_tsp, train_supervised
 from routing_gym.problems import TSP, tour_cost
 
 ROOT = Path(__file__).resolve().parents[1]
-RL_POLICIES = {  # row label: (TrainConfig.policy, model overrides, file name)
-    "Attention Model (RL)": ("attention", {}, "am-rl"),
-    "Attention Model + distance bias (RL)": ("attention", {"distance_bias": True}, "am-distance-bias-rl"),
-    "Pointer Network (RL)": ("pointer", {}, "ptrnet-rl"),
+RL_POLICIES = {  # row label: (TrainConfig.policy, model overrides, baseline, file name)
+    "Attention Model (RL)": ("attention", {}, "rollout", "am-rl"),
+    "Attention Model + distance bias (RL)": ("attention", {"distance_bias": True}, "rollout", "am-distance-bias-rl"),
+    "Pointer Network (RL)": ("pointer", {}, "rollout", "ptrnet-rl"),
+    "Attention Model (RL, POMO baseline)": ("attention", {}, "pomo", "am-pomo"),
+    "Attention Model (RL, critic baseline)": ("attention", {}, "critic", "am-critic"),
+    "Pointer Network (RL, critic baseline)": ("pointer", {}, "critic", "ptrnet-critic"),
 }
 
 
-def train_rl(args, policy: str, model: dict, out_dir: str, label: str, save: Path) -> tuple[float, float, int]:
+def train_rl(args, policy: str, model: dict, baseline: str, out_dir: str, label: str, save: Path
+             ) -> tuple[float, float, int]:
     """(greedy validation cost, training seconds, parameters) of one REINFORCE run; the policy is saved
     to ``save``."""
     config = TrainConfig(problem="tsp", num_nodes=args.num_nodes, epochs=args.epochs,
                          epoch_size=args.instances // args.epochs, batch_size=args.batch_size, lr=args.lr,
                          eval_size=args.eval_size, val_size=args.val_size, seed=args.seed, device=args.device,
-                         out_dir=out_dir, policy=policy, model=model)
+                         out_dir=out_dir, policy=policy, model=model, baseline=baseline)
+    shutil.rmtree(out_dir, ignore_errors=True)  # a fresh run: metrics.csv is appended to
     trainer = Trainer(config)
     start = time.perf_counter()
     rows = trainer.fit(progress=False, log=False)
@@ -117,15 +122,14 @@ def main() -> None:
     def wanted(name: str) -> bool:
         return not args.only or any(w.lower() in name.lower() for w in args.only)
 
-    with tempfile.TemporaryDirectory() as tmp:
-        args.save_dir.mkdir(parents=True, exist_ok=True)
-        for name, (policy, model, slug) in RL_POLICIES.items():
-            if wanted(name):
-                cost, seconds, params = train_rl(args, policy, model, f"{tmp}/{policy}{len(rows)}", name,
-                                                 args.save_dir / f"{slug}.pt")
-                rows.append({"policy": name, "training": f"REINFORCE, rollout baseline, {args.epochs} epochs",
-                             "val_cost": cost, "train_s": seconds, "params": params})
-                print(rows[-1], flush=True)
+    args.save_dir.mkdir(parents=True, exist_ok=True)
+    for name, (policy, model, baseline, slug) in RL_POLICIES.items():
+        if wanted(name):  # the run (metrics.csv, last.pt) stays in SAVE_DIR/runs/SLUG for training_curves.py
+            cost, seconds, params = train_rl(args, policy, model, baseline, str(args.save_dir / "runs" / slug), name,
+                                             args.save_dir / f"{slug}.pt")
+            rows.append({"policy": name, "training": f"REINFORCE, {baseline} baseline, {args.epochs} epochs",
+                         "val_cost": cost, "train_s": seconds, "params": params})
+            print(rows[-1], flush=True)
     for labels in args.supervised:
         n = args.num_nodes if labels == "2opt" else args.label_nodes
         name = f"Pointer Network (supervised, {'2-opt' if labels == '2opt' else 'Held-Karp'} labels, TSP-{n})"
