@@ -13,14 +13,6 @@ from agents.solvers import METHODS, SUPPORTED, available, repair, solve
 from routing_gym.problems import CVRP, OP, PCTSP, PROBLEMS, TSP, tour_cost
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small tensors: one intra-op thread is faster, and far faster on a busy shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def instances(problem, batch, n, seed=0):
     return problem.generate(batch, n, generator=torch.Generator().manual_seed(seed))

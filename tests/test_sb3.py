@@ -24,14 +24,6 @@ PROBLEMS = ("TSP", "CVRP", "OP", "PCTSP")
 TINY_ENCODER = {"embed_dim": 16, "n_heads": 2, "n_layers": 1, "ff_hidden": 32}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """SB3's small networks run fastest on one thread (and no slower on a loaded shared machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def adapter(problem, num_envs=3, n=5, **kwargs):
     return SB3VecEnv(gym.make_vec(f"routing/{problem}-v0", num_envs=num_envs, vectorization_mode="vector_entry_point",

@@ -12,15 +12,6 @@ from agents.pointer_network import PointerNetwork, PointerNetworkConfig
 from agents.search import augment, augment_locs, beam_search, decode, greedy, multistart, sample_best
 from routing_gym.problems import OP, PROBLEMS, tour_cost
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small tensors: one intra-op thread is faster, and far faster on a busy shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 N = 6
 B = 4
 

@@ -14,14 +14,6 @@ from agents.search import greedy  # noqa: E402
 from routing_gym import tsplib  # noqa: E402
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small tensors: one intra-op thread is faster, and far faster on a busy shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 # TSPLIB's optimal tours (eil51.opt.tour, berlin52.opt.tour), 1-based node ids
