@@ -95,6 +95,12 @@ def cmd_eval(args) -> int:
         instances, extras = load_dataset(args.dataset, args.problem)
         num_nodes = instances.locs.shape[1] - (1 if problem.has_depot else 0)
         source = args.dataset
+        if args.limit is not None:  # the first LIMIT instances, with their references
+            if args.limit < 1:
+                raise ValueError(f"--limit must be >= 1, got {args.limit}")
+            instances = type(instances)(*(f[:args.limit] for f in instances))
+            extras = {k: v[:args.limit] for k, v in extras.items()}
+            source = f"the first {len(instances.locs)} instances of {args.dataset}"
     else:
         if args.num_nodes is None:
             raise ValueError("eval needs --num-nodes (or --dataset, or --instances)")
@@ -281,6 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--policy", required=True, help="checkpoint path, 'pretrained', 'nearest' or 'random'")
     e.add_argument("--dataset", help=".npz dataset (DESIGN.md format); else --num-instances seeded instances")
     e.add_argument("--num-instances", type=int, default=10_000)
+    e.add_argument("--limit", type=int, help="with --dataset: only its first LIMIT instances")
     e.add_argument("--seed", type=int, default=4321,
                    help="seed of the generated test set (the trainer validates on seed 1234, kept apart)")
     e.add_argument("--decode", choices=("greedy", "sample", "beam", "multistart"), default="greedy",

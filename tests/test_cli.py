@@ -46,3 +46,20 @@ def test_eval__multistart_is_no_worse_than_greedy(capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     greedy, multi = (float(line.split("mean cost ")[1].split()[0]) for line in lines)
     assert multi <= greedy + 1e-6
+
+
+def test_solve_then_eval__dataset_gap_and_limit(tmp_path, capsys):
+    """``solve --save`` labels a dataset with exact costs; ``eval --dataset`` reports the gap to them, over
+    the whole file or its first ``--limit`` instances."""
+    data = tmp_path / "tsp7.npz"
+    assert main(["solve", "--problem", "tsp", "--num-nodes", "7", "--method", "exact", "--num-instances", "30",
+                 "--save", str(data), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["eval", "--problem", "tsp", "--policy", "nearest", "--dataset", str(data)]) == 0
+    assert main(["eval", "--problem", "tsp", "--policy", "nearest", "--dataset", str(data), "--limit", "10"]) == 0
+    whole, first = capsys.readouterr().out.strip().splitlines()
+    assert "first 10 instances" in first and "first" not in whole
+    gaps = [float(line.split("gap ")[1].split("%")[0]) for line in (whole, first)]
+    assert all(g > 0 for g in gaps)  # nearest neighbour is never better than the optimum
+    assert main(["eval", "--problem", "tsp", "--policy", "nearest", "--dataset", str(data), "--limit", "0"]) == 2
+    assert "--limit must be >= 1" in capsys.readouterr().err
