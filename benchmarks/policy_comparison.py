@@ -1,6 +1,8 @@
 """The policies of routing-gym on TSP-20 at an equal training budget (the same number of training instances):
 the Attention Model, the distance-biased Attention Model and the Pointer Network trained by REINFORCE
-(greedy-rollout baseline, :class:`agents.reinforce.Trainer`), and the Pointer Network trained by supervised
+(greedy-rollout baseline, :class:`agents.reinforce.Trainer`), the Attention Model with the critic and
+POMO baselines (POMO at the same number of *rollouts*: n times fewer instances, each from its n start
+nodes), and the Pointer Network trained by supervised
 learning on labelled tours (:mod:`agents.supervised`: farthest insertion + 2-opt labels on TSP-20, and/or
 exact Held-Karp labels on smaller instances, ``--label-nodes``). Every policy is decoded greedily on the
 same seeded validation set (the trainer's, ``val_seed`` 1234)::
@@ -41,16 +43,19 @@ RL_POLICIES = {  # row label: (TrainConfig.policy, model overrides, baseline, fi
     "Pointer Network (RL)": ("pointer", {}, "rollout", "ptrnet-rl"),
     "Attention Model (RL, POMO baseline)": ("attention", {}, "pomo", "am-pomo"),
     "Attention Model (RL, critic baseline)": ("attention", {}, "critic", "am-critic"),
-    "Pointer Network (RL, critic baseline)": ("pointer", {}, "critic", "ptrnet-critic"),
-}
+    }
 
 
 def train_rl(args, policy: str, model: dict, baseline: str, out_dir: str, label: str, save: Path
              ) -> tuple[float, float, int]:
     """(greedy validation cost, training seconds, parameters) of one REINFORCE run; the policy is saved
     to ``save``."""
+    # POMO rolls every instance out from each of its n start nodes: it gets n times fewer instances (and
+    # batches of n times fewer instances), so that every row decodes the same number of rollouts
+    share = args.num_nodes if baseline == "pomo" else 1
     config = TrainConfig(problem="tsp", num_nodes=args.num_nodes, epochs=args.epochs,
-                         epoch_size=args.instances // args.epochs, batch_size=args.batch_size, lr=args.lr,
+                         epoch_size=args.instances // args.epochs // share, batch_size=max(1, args.batch_size // share),
+                         lr=args.lr,
                          eval_size=args.eval_size, val_size=args.val_size, seed=args.seed, device=args.device,
                          out_dir=out_dir, policy=policy, model=model, baseline=baseline)
     shutil.rmtree(out_dir, ignore_errors=True)  # a fresh run: metrics.csv is appended to
@@ -79,12 +84,12 @@ def train_sl(args, labels: str, num_nodes: int, val_set, label: str, save: Path)
     tours = label_tsp(instances.locs) if labels == "exact" else heuristic_tours(TSP, instances, "2opt")
     label_cost = float(tour_cost(TSP, instances, tours).mean())
     train_supervised(policy, "tsp", instances, tours,
-                     SupervisedConfig(epochs=1, batch_size=args.batch_size, lr=args.lr, seed=args.seed))
+                     SupervisedConfig(epochs=1, batch_size=args.batch_size, lr=args.sl_lr, seed=args.seed))
     seconds = time.perf_counter() - start
     cost = float(evaluate(policy, "tsp", val_set, device=device).mean())
     save_policy(save, policy, {"label": label, "problem": "tsp", "num_nodes": num_nodes, "instances_seen": args.instances,
                                "val_cost": cost, "trainer": {"policy": "pointer", "supervised": labels,
-                                                             "label_cost": label_cost, "lr": args.lr,
+                                                             "label_cost": label_cost, "lr": args.sl_lr,
                                                              "batch_size": args.batch_size, "seed": args.seed}})
     return cost, seconds, sum(p.numel() for p in policy.parameters()), label_cost
 
@@ -95,7 +100,8 @@ def main() -> None:
     parser.add_argument("--instances", type=int, default=12_800, help="training instances per policy")
     parser.add_argument("--epochs", type=int, default=2, help="REINFORCE epochs the instances are split into")
     parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--lr", type=float, default=1e-4, help="Adam learning rate of the REINFORCE rows (Kool et al.)")
+    parser.add_argument("--sl-lr", type=float, default=1e-3, help="Adam learning rate of the supervised rows")
     parser.add_argument("--eval-size", type=int, default=500, help="rollout baseline's evaluation set")
     parser.add_argument("--val-size", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
@@ -127,7 +133,9 @@ def main() -> None:
         if wanted(name):  # the run (metrics.csv, last.pt) stays in SAVE_DIR/runs/SLUG for training_curves.py
             cost, seconds, params = train_rl(args, policy, model, baseline, str(args.save_dir / "runs" / slug), name,
                                              args.save_dir / f"{slug}.pt")
-            rows.append({"policy": name, "training": f"REINFORCE, {baseline} baseline, {args.epochs} epochs",
+            detail = (f", {args.instances // args.num_nodes:,} instances x {args.num_nodes} starts"
+                      if baseline == "pomo" else "")
+            rows.append({"policy": name, "training": f"REINFORCE, {baseline} baseline, {args.epochs} epochs{detail}",
                          "val_cost": cost, "train_s": seconds, "params": params})
             print(rows[-1], flush=True)
     for labels in args.supervised:
@@ -141,7 +149,7 @@ def main() -> None:
             print(rows[-1], flush=True)
 
     lines = [f"TSP-{args.num_nodes}, {args.instances} training instances per policy, batch {args.batch_size}, "
-             f"Adam lr {args.lr}; greedy mean cost on {args.val_size} seeded validation instances "
+             f"Adam lr {args.lr} (REINFORCE) / {args.sl_lr} (supervised); greedy mean cost on {args.val_size} seeded validation instances "
              f"({platform.processor() or platform.machine()}, torch {torch.__version__}, "
              f"{torch.get_num_threads()} threads)", "",
              "| policy | training | params | train time (s) | greedy val cost |", "|---|---|---:|---:|---:|"]
