@@ -23,6 +23,36 @@ STRATEGIES = ("greedy", "sample")
 SYNC_EVERY = 8  # decoding steps between checks whether every episode has ended
 
 
+class EndWatch:
+    """Tells a decoding loop, at its checks (every :data:`SYNC_EVERY` steps), whether every episode has ended.
+
+    Reading ``terminated.all()`` makes the host wait for the device. On the CPU that costs nothing and the
+    flag is read at once. On CUDA (or with ``deferred=True``) the flag is instead copied to pinned host
+    memory without blocking, and read at the *next* check once that copy has landed (a CUDA event): the
+    host never waits inside the loop, and the loop runs at most two checks' worth of no-op steps past
+    the end (finished episodes only take their no-op action, which adds nothing).
+    """
+
+    def __init__(self, device: torch.device, deferred: bool | None = None):
+        self.cuda = device.type == "cuda"
+        self.deferred = self.cuda if deferred is None else deferred
+        self.flag = torch.zeros((), dtype=torch.bool, pin_memory=self.cuda and self.deferred)
+        self.landed = None  # () -> bool: has the last copy arrived? None before the first check
+
+    def all_ended(self, terminated: Tensor) -> bool:
+        if not self.deferred:
+            return bool(terminated.all())
+        ended = self.landed is not None and self.landed() and bool(self.flag)
+        self.flag.copy_(terminated.all(), non_blocking=self.cuda)
+        if self.cuda:
+            event = torch.cuda.Event()
+            event.record()
+            self.landed = event.query
+        else:
+            self.landed = lambda: True
+        return ended
+
+
 class Rollout(NamedTuple):
     cost: Tensor  # (B,) float32 cost of each finished episode (the quantity minimised)
     log_likelihood: Tensor  # (B,) float32 sum over steps of the chosen actions' log-probabilities
@@ -37,7 +67,7 @@ def make_env(problem: str, num_nodes: int, batch_size: int, device: Any = "cpu",
 
 
 def rollout(policy, env, instances, *, strategy: str = "greedy", generator: torch.Generator | None = None,
-            first_actions: Tensor | None = None) -> Rollout:
+            first_actions: Tensor | None = None, deferred_end: bool | None = None) -> Rollout:
     """Decode one episode for each of the env's B instances.
 
     Args:
@@ -49,6 +79,8 @@ def rollout(policy, env, instances, *, strategy: str = "greedy", generator: torc
         first_actions: (B,) int64 forced first actions (multi-start decoding and POMO's shared
             baseline), on the env's device, taken where the first mask allows them (else the policy
             chooses); forced actions' log-probabilities are not counted in ``log_likelihood``.
+        deferred_end: how the loop learns that every episode has ended (:class:`EndWatch`): ``None``
+            (default) reads it without waiting for the device on CUDA and at once on the CPU.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
@@ -61,6 +93,7 @@ def rollout(policy, env, instances, *, strategy: str = "greedy", generator: torc
     actions = []
     max_steps = int(env.single_observation_space["step"].high[0])
     n_total = env.n_total
+    watch = EndWatch(env.device, deferred_end)
     for t in range(max_steps):
         logp = policy.log_probs(cache, obs)
         if strategy == "greedy":
@@ -76,9 +109,9 @@ def rollout(policy, env, instances, *, strategy: str = "greedy", generator: torc
         obs, reward, terminated, _, _ = env.step(a)
         cost = cost - reward
         actions.append(a)
-        # a host synchronisation, so only every SYNC_EVERY steps (and at N, when every TSP tour ends);
-        # steps past an episode's end are no-ops that add nothing
-        if ((t + 1) % SYNC_EVERY == 0 or t + 1 == n_total) and bool(terminated.all()):
+        # checked every SYNC_EVERY steps (and at N, when every TSP tour ends); steps past an episode's
+        # end are no-ops that add nothing
+        if ((t + 1) % SYNC_EVERY == 0 or t + 1 == n_total) and watch.all_ended(terminated):
             break
     if not bool(env.state.done.all()):
         raise RuntimeError(f"rollout did not finish within {max_steps} steps")

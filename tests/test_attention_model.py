@@ -86,6 +86,21 @@ def test_rollout__sampled_log_likelihoods_are_finite_and_differentiable(problem)
 
 
 @pytest.mark.parametrize("problem", PROBLEMS)
+def test_rollout__deferred_end_check_changes_nothing_but_trailing_no_ops(problem):
+    """The end-of-episodes check that never waits for the device (CUDA's, forced here on the CPU) reads the
+    flag one check late: the same costs, log-likelihoods and actions, plus no-op steps at the end."""
+    model = untrained(problem).eval()
+    env, instances, _ = reset_env(problem, 10, 32)
+    outs = [rollout(model, env, instances, strategy="sample", generator=torch.Generator().manual_seed(3),
+                    deferred_end=deferred) for deferred in (False, True)]
+    now, late = outs
+    assert torch.equal(now.cost, late.cost) and torch.equal(now.log_likelihood, late.log_likelihood)
+    s = now.actions.shape[1]
+    assert late.actions.shape[1] >= s and torch.equal(late.actions[:, :s], now.actions)
+    assert (late.actions[:, s:] == now.actions[:, -1:]).all()  # every episode has ended: its no-op node
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
 @pytest.mark.parametrize("deterministic", [True, False])
 def test_predict__takes_allowed_actions_in_the_single_env(problem, deterministic):
     model = untrained(problem).train()
