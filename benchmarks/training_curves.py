@@ -31,7 +31,12 @@ def read_run(folder: Path) -> dict:
     if not metrics.is_file():
         raise SystemExit(f"{folder}: no metrics.csv (not a training run's folder)")
     with metrics.open() as f:
-        rows = [(int(r["instances_seen"]), float(r["val_cost"])) for r in csv.DictReader(f)]
+        table = list(csv.DictReader(f))
+    rows = [(int(r["instances_seen"]), float(r["val_cost"])) for r in table]
+    seconds, elapsed = 0.0, []
+    for r in table:  # training time only (validation and baseline tests excluded)
+        seconds += float(r["train_time_s"])
+        elapsed.append(seconds)
     config = load_checkpoint(folder / "last.pt", kind="trainer")["config"] if (folder / "last.pt").is_file() else {}
     problem, n = config.get("problem"), config.get("num_nodes")
     if problem is None:  # fall back on the folder's name, e.g. cvrp20-rollout
@@ -40,10 +45,10 @@ def read_run(folder: Path) -> dict:
     label = f"{config.get('policy', 'attention')}, {config.get('baseline', '?')} baseline"
     if config.get("model", {}).get("distance_bias"):
         label += ", distance bias"
-    return {"folder": folder, "problem": problem, "n": n, "label": label, "rows": rows}
+    return {"folder": folder, "problem": problem, "n": n, "label": label, "rows": rows, "seconds": elapsed}
 
 
-def plot(runs: list[dict], out: Path) -> None:
+def plot(runs: list[dict], out: Path, x: str = "instances") -> None:
     panels = list(dict.fromkeys((r["problem"], r["n"]) for r in runs))
     cols = min(len(panels), 2)
     rows = -(-len(panels) // cols)
@@ -53,12 +58,13 @@ def plot(runs: list[dict], out: Path) -> None:
     for ax, (problem, n) in zip(axes.flat, panels):
         for run in (r for r in runs if (r["problem"], r["n"]) == (problem, n)):
             seen, cost = zip(*run["rows"])
-            ax.plot([s / 1e6 for s in seen], cost, marker=".", label=run["label"])
+            xs = [s / 1e6 for s in seen] if x == "instances" else [s / 60 for s in run["seconds"]]
+            ax.plot(xs, cost, marker=".", label=run["label"])
         paper = paper_value(problem, n, "greedy")
         if paper is not None:
             ax.axhline(paper, color="grey", linestyle="--", label=f"paper, greedy ({paper:.2f})")
         ax.set_title(f"{problem.upper()}-{n}" + (" (minus prize)" if problem == "op" else ""))
-        ax.set_xlabel("training instances seen (millions)")
+        ax.set_xlabel("training instances seen (millions)" if x == "instances" else "training time (minutes)")
         ax.set_ylabel("greedy validation cost")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
@@ -72,13 +78,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="training output folders (with metrics.csv)")
     parser.add_argument("--out", type=Path, default=Path("training_curves.png"))
+    parser.add_argument("--x", choices=("instances", "time"), default="instances",
+                        help="horizontal axis: training instances seen, or training time (equal compute)")
     args = parser.parse_args()
     runs = [read_run(folder) for folder in args.runs]
     for run in runs:
         seen, cost = zip(*run["rows"])
         print(f"{run['folder']}: {run['problem']}-{run['n']}, {run['label']}: {len(seen)} epochs, "
               f"{seen[-1]:,} instances, validation cost {cost[0]:.4f} -> {cost[-1]:.4f}")
-    plot(runs, args.out)
+    plot(runs, args.out, args.x)
     print(f"saved {args.out}")
 
 
