@@ -138,7 +138,8 @@ def run(problem_name: str, n: int, args) -> list[dict]:
                 gen = torch.Generator(args.device).manual_seed(args.seed)
                 out, seconds = timed(lambda: decode(policy, problem, on_device, strategy, batch_size=args.batch_size,
                                                     generator=gen, **settings[strategy]))
-            add(paper_key, "policy", out.cost, seconds, policy=spec,
+            attention = type(policy).__name__ == "AttentionModel"  # the paper's rows are its Attention Model's
+            add(paper_key if attention else None, "policy", out.cost, seconds, policy=spec,
                 text=f"{name}: {text.format(samples=args.samples, beam_width=args.beam_width)}")
     references = [r["costs"] for r in rows if r["kind"] == "solver"]
     if references:
