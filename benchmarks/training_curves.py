@@ -62,7 +62,7 @@ def plot(runs: list[dict], out: Path, x: str = "instances") -> None:
             ax.plot(xs, cost, marker=".", label=run["label"])
         paper = paper_value(problem, n, "greedy")
         if paper is not None:
-            ax.axhline(paper, color="grey", linestyle="--", label=f"paper, greedy ({paper:.2f})")
+            ax.axhline(paper, color="grey", linestyle="--", label=f"paper, greedy after 128 M instances ({paper:.2f})")
         ax.set_title(f"{problem.upper()}-{n}" + (" (minus prize)" if problem == "op" else ""))
         ax.set_xlabel("training instances seen (millions)" if x == "instances" else "training time (minutes)")
         ax.set_ylabel("greedy validation cost")
