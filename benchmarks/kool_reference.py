@@ -37,7 +37,7 @@ FOLDERS = {
 def run(problem: str, n: int, num_instances: int, batch_size: int, seed: int, device: str) -> dict:
     """One row: our greedy mean cost with the reference weights on a seeded set, and the time."""
     folder, variant = FOLDERS[(problem, n)]
-    published = paper_value(problem, n, "greedy")
+    published = paper_value(problem, n, "am_greedy")
     model = load_kool_weights(REFERENCE / folder, device=device)
     instances = get_problem(problem).generate(num_instances, n, generator=torch.Generator().manual_seed(seed),
                                               **variant)

@@ -62,7 +62,7 @@ def label(name: str, problem: str) -> str:
 
 POLICY_LABELS = {"kool": "AM, Kool et al. weights", "pretrained": "AM, ours (shipped)"}
 STRATEGIES = {  # name: (paper's key, label); the label's {} is filled with the setting
-    "greedy": ("greedy", "greedy"), "sample": ("sampling", "sampling, best of {samples}"),
+    "greedy": ("am_greedy", "greedy"), "sample": ("am_sampling", "sampling, best of {samples}"),
     "beam": (None, "beam search, width {beam_width}"), "multistart": (None, "multi-start x 8 augmentations")}
 
 

@@ -60,7 +60,7 @@ def plot(runs: list[dict], out: Path, x: str = "instances") -> None:
             seen, cost = zip(*run["rows"])
             xs = [s / 1e6 for s in seen] if x == "instances" else [s / 60 for s in run["seconds"]]
             ax.plot(xs, cost, marker=".", label=run["label"])
-        paper = paper_value(problem, n, "greedy")
+        paper = paper_value(problem, n, "am_greedy")
         if paper is not None:
             ax.axhline(paper, color="grey", linestyle="--", label=f"paper, greedy after 128 M instances ({paper:.2f})")
         ax.set_title(f"{problem.upper()}-{n}" + (" (minus prize)" if problem == "op" else ""))
