@@ -111,8 +111,10 @@ def test_critic_baseline__policy_learns_and_critic_fits_the_costs(tmp_path):
     assert critic_error(trainer) < 0.5 * error_before, (error_before, critic_error(trainer))
 
 
-def test_critic_baseline__resume_restores_the_critic_exactly(tmp_path):
-    config = dict(problem="cvrp", num_nodes=6, epochs=2, baseline="critic")
+@pytest.mark.parametrize("policy", ["attention", "pointer"])
+def test_critic_baseline__resume_restores_the_critic_exactly(tmp_path, policy):
+    config = dict(problem="cvrp", num_nodes=6, epochs=2, baseline="critic", policy=policy,
+                  model=SMALL_MODEL if policy == "attention" else {"embed_dim": 32})
     straight = Trainer(small_config(tmp_path / "a", **config))
     straight.fit(progress=False, log=False)
     first = Trainer(small_config(tmp_path / "b", **dict(config, epochs=1)))
