@@ -22,6 +22,13 @@ def test_shipped_model__loads_with_meta_and_beats_nearest_neighbour(name):
     assert ours < nearest, (float(ours), float(nearest))
 
 
+def test_load_pretrained__at_the_package_top():
+    import agents
+
+    assert {"tsp20", "cvrp20", "op20", "pctsp20"} <= set(agents.available_pretrained())
+    assert agents.load_pretrained("op", 20).config.problem == "op"
+
+
 def test_load_pretrained__names_what_is_available():
     with pytest.raises(ValueError, match="no shipped model for cvrp-77; available"):
         load_pretrained("cvrp", 77)
