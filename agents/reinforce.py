@@ -252,6 +252,13 @@ class Trainer:
         return self.cfg.baseline == "rollout" and self.epoch >= self.cfg.warmup_epochs
 
     def _baseline_values(self, instances, costs: Tensor) -> Tensor:
+        """The baseline of each sampled cost (no gradient flows to the policy through it); the critic
+        takes its training step here, on these costs."""
+        if self.cfg.baseline == "critic":
+            with self._autocast():
+                predicted = self.critic_module(self.problem.observe(self.problem.reset(instances))).float()
+            self._step_critic(predicted, costs)
+            return predicted.detach()
         if self._use_rollout():
             return self._greedy_costs(self.baseline_policy, instances)
         mean = float(gather_costs(costs.mean()[None]).mean())
@@ -285,16 +292,10 @@ class Trainer:
             with self._autocast():
                 cost, log_likelihood = self.sampler(self.env, repeated, self.generator, self.starts.repeat(b))
             bl = cost.view(b, k).mean(dim=1).repeat_interleave(k)
-        elif cfg.baseline == "critic":
-            with self._autocast():
-                cost, log_likelihood = self.sampler(self.env, instances, self.generator)
-                bl = self.critic_module(self.problem.observe(self.problem.reset(instances))).float()
-            self._step_critic(bl, cost.detach())
         else:
             with self._autocast():
                 cost, log_likelihood = self.sampler(self.env, instances, self.generator)
-            with torch.no_grad():
-                bl = self._baseline_values(instances, cost)
+            bl = self._baseline_values(instances, cost.detach())
         loss = ((cost - bl).detach() * log_likelihood).mean()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
