@@ -72,15 +72,17 @@ def picture(problems: list[str], num_nodes: int, seed: int, out: str | Path, siz
     ``seed``, with their costs; saved as a PNG (Pillow)."""
     from PIL import Image
 
-    from .cli import env_policies
-    from .visual import run_episode
     from routing_gym.render import side_by_side
+
+    from .decoding import env_policy
+    from .visual import builtin_policy, run_episode
 
     strips = []
     for name in problems:
         frames, captions = [], []
-        for label, policy in zip(("shipped model", "nearest neighbour"),
-                                 env_policies(["pretrained", "nearest"], name, num_nodes, seed)):
+        policies = {"shipped model": env_policy(load_pretrained(name, num_nodes), "pretrained"),
+                    "nearest neighbour": builtin_policy("nearest")}
+        for label, policy in policies.items():
             episode = run_episode(policy, name, num_nodes, seed, (size, size), frames="last",
                                   **VARIANTS.get(name, {}))
             frames.append(episode.frames[-1])
