@@ -44,24 +44,6 @@ def reference_models():
     return REFERENCE
 
 
-@pytest.mark.parametrize("problem", PROBLEMS)
-def test_log_probs__minus_inf_exactly_at_masked_nodes(problem):
-    model = untrained(problem)
-    env, _, obs = reset_env(problem, 10, 16)
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        cache = model.precompute(obs)
-        while not bool(env.state.done.all()):
-            logp = model.log_probs(cache, obs)
-            mask = obs["action_mask"]
-            assert logp.shape == mask.shape
-            assert torch.equal(torch.isneginf(logp), ~mask)
-            assert torch.isfinite(logp[mask]).all()
-            torch.testing.assert_close(logp.exp().sum(dim=1), torch.ones(16))
-            action = torch.multinomial(mask.float(), 1, generator=generator)[:, 0]  # any allowed node
-            obs, *_ = env.step(action)
-
-
 def test_log_probs__tsp_uses_the_placeholder_at_step_0():
     model = untrained("tsp")
     _, _, obs = reset_env("tsp", 10, 4)

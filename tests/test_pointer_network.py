@@ -34,7 +34,13 @@ def biased(problem: str, seed: int = 0) -> AttentionModel:
     return AttentionModel(AttentionModelConfig(problem=problem, distance_bias=True, **SMALL_AM))
 
 
+def plain(problem: str, seed: int = 0) -> AttentionModel:
+    torch.manual_seed(seed)
+    return AttentionModel(AttentionModelConfig(problem=problem, **SMALL_AM))
+
+
 POLICIES = {"pointer": pointer, "distance_bias": biased}
+NETWORKS = dict(POLICIES, attention=plain)  # every network the trainer builds
 
 
 def reset_env(problem: str, num_nodes: int, batch: int, seed: int = 0):
@@ -45,7 +51,7 @@ def reset_env(problem: str, num_nodes: int, batch: int, seed: int = 0):
 
 
 # -- shapes, masks, the recurrent state ---------------------------------------------------------------
-@pytest.mark.parametrize("make", POLICIES.values(), ids=POLICIES.keys())
+@pytest.mark.parametrize("make", NETWORKS.values(), ids=NETWORKS.keys())
 @pytest.mark.parametrize("problem", PROBLEMS)
 def test_log_probs__minus_inf_exactly_at_masked_nodes(make, problem):
     model = make(problem)
@@ -58,6 +64,7 @@ def test_log_probs__minus_inf_exactly_at_masked_nodes(make, problem):
             mask = obs["action_mask"]
             assert logp.shape == mask.shape == (12, get_problem(problem).num_nodes_total(8))
             assert torch.equal(torch.isneginf(logp), ~mask)
+            assert torch.isfinite(logp[mask]).all()
             torch.testing.assert_close(logp.exp().sum(dim=1), torch.ones(12))
             obs, *_ = env.step(torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1))
 
