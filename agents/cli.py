@@ -62,13 +62,20 @@ def cmd_train(args) -> int:
     if args.distributed:
         args.device = init_distributed(args.device)
     if args.resume:
-        overrides = {k: v for k, v in (("epochs", args.epochs), ("out_dir", args.out_dir), ("device", args.device))
-                     if v is not None}
+        changeable = ("epochs", "batch_size", "out_dir", "device")
+        fixed = [f.name for f in dataclasses.fields(TrainConfig) if f.name not in changeable
+                 and getattr(args, f.name, None) is not None] + (["distance_bias"] if args.distance_bias else [])
+        if fixed:
+            raise ValueError(f"--resume continues the checkpoint's settings; only --epochs, --batch-size, --out-dir "
+                             f"and --device may be changed, not {', '.join('--' + k.replace('_', '-') for k in fixed)}")
+        overrides = {k: getattr(args, k) for k in changeable if getattr(args, k) is not None}
         trainer = Trainer.resume(args.resume, **overrides)
     else:
         fields = {f.name for f in dataclasses.fields(TrainConfig)}
         given = {k: v for k, v in vars(args).items() if k in fields and v is not None}
-        given.setdefault("out_dir", f"runs/{args.problem}{args.num_nodes}")
+        given.setdefault("problem", "tsp")
+        given.setdefault("num_nodes", 20)
+        given.setdefault("out_dir", f"runs/{given['problem']}{given['num_nodes']}")
         if args.distance_bias:
             given["model"] = {"distance_bias": True}
         trainer = Trainer(TrainConfig(**given))
@@ -256,8 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="train a policy (attention model or pointer network) with REINFORCE")
-    t.add_argument("--problem", choices=PROBLEM_CHOICES, default="tsp")
-    t.add_argument("--num-nodes", type=int, default=20)
+    t.add_argument("--problem", choices=PROBLEM_CHOICES, help="default: tsp")
+    t.add_argument("--num-nodes", type=int, help="default: 20")
     t.add_argument("--prize-type", choices=("const", "unif", "dist"))
     t.add_argument("--epochs", type=int)
     t.add_argument("--epoch-size", type=int)
@@ -275,7 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--device")
     t.add_argument("--bf16", action="store_true", default=None)
     t.add_argument("--out-dir")
-    t.add_argument("--resume", help="a trainer checkpoint (OUT_DIR/last.pt) to continue from")
+    t.add_argument("--resume", help="a trainer checkpoint (OUT_DIR/last.pt) to continue from; "
+                   "--epochs, --batch-size, --out-dir and --device may be changed, the other settings are the checkpoint's")
     t.add_argument("--no-progress", action="store_true")
     t.add_argument("--distributed", action="store_true", help="data-parallel under torchrun (DDP)")
     t.set_defaults(func=cmd_train)

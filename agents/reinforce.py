@@ -329,7 +329,7 @@ class Trainer:
             bar.close()
         train_time = time.perf_counter() - start
         row = {"epoch": self.epoch, "instances_seen": self.instances_seen, "train_cost": sum(costs) / len(costs),
-               "lr": self.optimizer.param_groups[0]["lr"], "train_time_s": train_time,
+               "lr": self.optimizer.param_groups[0]["lr"], "batch_size": cfg.batch_size, "train_time_s": train_time,
                "instances_per_s": steps * cfg.batch_size / train_time}
         row.update(self._epoch_end_baseline())
         row["val_cost"] = float(self._greedy_costs(self.policy, self.val_set, sharded=True).mean())
@@ -457,10 +457,24 @@ def _tensorboard(out: Path):
 
 
 def _append_csv(path: Path, row: dict) -> None:
-    new = not path.exists()
+    """Append ``row`` to the CSV file; a column the file lacks (a run resumed by a newer version) widens
+    its header, and the rows before leave it empty."""
+    header = []
+    if path.exists():
+        with path.open(newline="") as f:
+            header = next(csv.reader(f), [])
+    missing = [k for k in row if k not in header]
+    if header and missing:
+        with path.open(newline="") as f:
+            rows = list(csv.DictReader(f))
+        header += missing
+        with path.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=header, restval="")
+            w.writeheader()
+            w.writerows(rows)
     with path.open("a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(row))
-        if new:
+        w = csv.DictWriter(f, fieldnames=header or list(row), restval="")
+        if not header:
             w.writeheader()
         w.writerow(row)
 

@@ -84,6 +84,23 @@ def test_cli__train_then_eval_a_checkpoint(tmp_path):
     res = subprocess.run([sys.executable, "-m", "agents.cli", "eval", "--problem", "tsp", "--num-nodes", "5",
                           "--policy", str(out / "last.pt"), "--num-instances", "5"], capture_output=True, text=True)
     assert res.returncode == 2 and "holds a cvrp policy, not tsp" in res.stderr
+    resume = [sys.executable, "-m", "agents.cli", "train", "--resume", str(out / "last.pt"), "--epochs", "2",
+              "--no-progress"]
+    res = subprocess.run(resume + ["--lr", "0.01"], capture_output=True, text=True)
+    assert res.returncode == 2 and "not --lr" in res.stderr  # a setting resume would not honour is refused
+    subprocess.run(resume + ["--batch-size", "16"], check=True, capture_output=True, text=True)
+    rows = (out / "metrics.csv").read_text().splitlines()
+    assert len(rows) == 3 and [row.split(",")[4] for row in rows] == ["batch_size", "32", "16"]
+
+
+def test_metrics_csv__a_new_column_widens_the_header_of_an_older_run(tmp_path):
+    from agents.reinforce import _append_csv
+
+    path = tmp_path / "metrics.csv"
+    path.write_text("epoch,val_cost\n0,4.5\n")
+    _append_csv(path, {"epoch": 1, "batch_size": 128, "val_cost": 4.25})
+    _append_csv(path, {"epoch": 2, "batch_size": 128, "val_cost": 4.0})
+    assert path.read_text().splitlines() == ["epoch,val_cost,batch_size", "0,4.5,", "1,4.25,128", "2,4.0,128"]
 
 
 def test_pomo_baseline__learns_with_shared_multi_start_baseline(tmp_path):
