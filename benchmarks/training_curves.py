@@ -45,7 +45,23 @@ def read_run(folder: Path) -> dict:
     label = f"{config.get('policy', 'attention')}, {config.get('baseline', '?')} baseline"
     if config.get("model", {}).get("distance_bias"):
         label += ", distance bias"
+    label += ", batch " + _batch_history(table, config.get("batch_size"))
     return {"folder": folder, "problem": problem, "n": n, "label": label, "rows": rows, "seconds": elapsed}
+
+
+def _batch_history(table: list[dict], final: int | None) -> str:
+    """The batch sizes of a run: ``512``, or ``512 -> 128 at 0.42 M`` where a resume changed it. A file
+    without the column has the checkpoint's size throughout; rows written before the column existed show
+    ``?``."""
+    if not table or "batch_size" not in table[0]:
+        return str(final or "?")
+    text = previous = table[0]["batch_size"] or "?"
+    for before, row in zip(table, table[1:]):
+        size = row["batch_size"] or "?"
+        if size != previous:
+            text += f" -> {size} at {int(before['instances_seen']) / 1e6:.2f} M"
+            previous = size
+    return text
 
 
 def plot(runs: list[dict], out: Path, x: str = "instances") -> None:
