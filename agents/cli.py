@@ -73,12 +73,12 @@ def cmd_train(args) -> int:
     else:
         fields = {f.name for f in dataclasses.fields(TrainConfig)}
         given = {k: v for k, v in vars(args).items() if k in fields and v is not None}
-        given.setdefault("problem", "tsp")
-        given.setdefault("num_nodes", 20)
-        given.setdefault("out_dir", f"runs/{given['problem']}{given['num_nodes']}")
         if args.distance_bias:
             given["model"] = {"distance_bias": True}
-        trainer = Trainer(TrainConfig(**given))
+        config = TrainConfig(**given)  # its defaults fill what was not given
+        if args.out_dir is None:
+            config = dataclasses.replace(config, out_dir=f"runs/{config.problem}{config.num_nodes}")
+        trainer = Trainer(config)
     trainer.fit(progress=not args.no_progress)
     return 0
 
