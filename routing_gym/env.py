@@ -1,6 +1,7 @@
 """Gymnasium single environments: one instance (batch 1 of the problem core), numpy in and out."""
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 import gymnasium as gym
@@ -8,8 +9,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from .problems import CVRP, OP, PCTSP, TSP, invalid_penalty, step
-from .problems.op import PRIZE_TYPES
+from .problems import PROBLEMS, invalid_penalty, step
 
 INVALID_ACTION_MODES = ("terminate", "raise")
 
@@ -32,18 +32,20 @@ def seeded_generator(np_random: np.random.Generator) -> torch.Generator:
 
 
 class RoutingEnv(gym.Env):
-    """Base of the four routing envs: a thin view over a problem's batched core, with batch 1.
+    """Base of the routing envs: a thin view over a problem's batched core, with batch 1.
 
-    Subclasses set ``problem`` and document themselves in Gymnasium's template.
+    One subclass per problem unit (:func:`env_class`) sets ``problem`` and the docstring in Gymnasium's
+    template, assembled from what the problem declares.
     """
 
     metadata = {"render_modes": ["human", "rgb_array"], "render_fps": 4}
     problem: Any = None
 
-    def __init__(self, num_nodes: int, *, render_mode: str | None = None, invalid_action: str = "terminate",
+    def __init__(self, num_nodes: int = 20, *, render_mode: str | None = None, invalid_action: str = "terminate",
                  render_size: tuple[int, int] = (600, 600), **variant: Any):
-        if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)) or num_nodes < 2:
-            raise ValueError(f"num_nodes must be an integer >= 2, got {num_nodes!r}")
+        if self.problem is None:
+            raise TypeError("RoutingEnv is the base class; make an env with gym.make('routing/TSP-20') or env_class()")
+        num_nodes = self.problem.check_num_nodes(num_nodes)
         if invalid_action not in INVALID_ACTION_MODES:
             raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {invalid_action!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -55,12 +57,12 @@ class RoutingEnv(gym.Env):
         self.render_size = (int(render_size[0]), int(render_size[1]))
         if min(self.render_size) < 64:
             raise ValueError(f"render_size must be at least (64, 64) pixels, got {render_size!r}")
-        self._variant = variant
+        self._variant = self.problem.check_variant(variant)
         self.observation_space = observation_space(self.problem, self.n_total)
         self.action_space = spaces.Discrete(self.n_total)
         self.invalid_penalty = invalid_penalty(self.n_total)
         self._action_tensors = tuple(torch.tensor([i]) for i in range(self.n_total))  # (1,) int64, never written
-        self._terminated = False
+        self._terminated = self._invalid = False
         self.state = None
         self._static: dict[str, np.ndarray] = {}
         self._tour: list[int] = []
@@ -101,19 +103,16 @@ class RoutingEnv(gym.Env):
             instance = self.problem.instance_from(data)
             if instance.locs.shape[1] != self.n_total:
                 raise ValueError(f"instance field 'locs' has {instance.locs.shape[1]} nodes; this env has "
-                                 f"{self.n_total} (make one with num_nodes={self._num_nodes_for(instance)})")
+                                 f"{self.n_total} (make one with num_nodes={self.problem.size_of(instance)})")
         self.state = self.problem.reset(instance)
         self._static = {key: value[0].numpy().astype(np.float32, copy=True)
                         for key, value in instance._asdict().items() if key in self.observation_space.spaces}
         self._tour = []
         self._return = 0.0
-        self._terminated = False
+        self._terminated = self._invalid = False
         if self.render_mode == "human":
             self.render()
         return self._observation(), {}
-
-    def _num_nodes_for(self, instance) -> int:
-        return instance.locs.shape[1] - (1 if self.problem.has_depot else 0)
 
     def step(self, action):
         if self.state is None:
@@ -131,6 +130,7 @@ class RoutingEnv(gym.Env):
         terminated = self._terminated = self.state.done.item()
         info: dict[str, Any] = {}
         if invalid.item():
+            self._invalid = True
             info["invalid_action"] = True
         else:
             self._tour.append(a)
@@ -169,9 +169,9 @@ class RoutingEnv(gym.Env):
         from .render import Viewer
 
         if self._viewer is None:
-            self._viewer = Viewer(self.problem.name, render_mode=self.render_mode, fps=self.metadata["render_fps"],
+            self._viewer = Viewer(self.problem, render_mode=self.render_mode, fps=self.metadata["render_fps"],
                                   size=self.render_size)
-        return self._viewer.draw(self.problem, self.state, self._tour, -self._return)
+        return self._viewer.draw(self.state, self._tour, -self._return, invalid=self._invalid)
 
     def close(self):
         if self._viewer is not None:
@@ -179,274 +179,82 @@ class RoutingEnv(gym.Env):
             self._viewer = None
 
 
-class TSPEnv(RoutingEnv):
-    """Travelling salesman: visit each of N nodes once and return to the start, minimising length.
+ENV_TEMPLATE = """{doc.summary}
 
-    ## Description
-    N nodes uniform in the unit square (Kool, van Hoof & Welling, ICLR 2019). The first action chooses
-    the start node; every action appends a node to the tour.
+## Description
+{description}
 
-    ## Action Space
-    ``Discrete(N)``: the next node.
-    Actions forbidden by ``action_mask`` follow ``invalid_action`` (see Arguments). Stepping after the
-    episode ended raises ``RuntimeError``.
+## Action Space
+``Discrete({n_symbol})``: {doc.action}
+Actions forbidden by ``action_mask`` follow ``invalid_action`` (see Arguments). Stepping after the
+episode ended raises ``RuntimeError``.
 
-    ## Observation Space
-    ``Dict``:
+## Observation Space
+``Dict``{n_note}:
 
-    | key | dtype | shape | meaning |
-    |---|---|---|---|
-    | ``locs`` | float32 | (N, 2) | coordinates in [0, 1] |
-    | ``first_node`` | int64 (``Discrete(N)``) | () | start node (0 before the first action) |
-    | ``current_node`` | int64 (``Discrete(N)``) | () | last node visited (0 before the first action) |
-    | ``step`` | float32 | (1,) | actions taken, in [0, N] |
-    | ``action_mask`` | int8 (``MultiBinary(N)``) | (N,) | 1 = allowed: the unvisited nodes |
+| key | dtype | shape | meaning |
+|---|---|---|---|
+{rows}
+| ``action_mask`` | int8 (``MultiBinary(N)``) | (N,) | 1 = allowed |
 
-    ## Rewards
-    Minus the length of the edge added by the step (0 for the first action); the last step also adds
-    the closing edge back to the start. The episode's rewards sum to minus the tour length.
+{mask}
 
-    ## Starting State
-    A fresh random instance from ``self.np_random``, or ``options["instance"] = {"locs": (N, 2)}``.
+## Rewards
+{rewards}
 
-    ## Episode End
-    Terminates when every node is visited (or on a masked action); never truncates.
-    When the episode ends, ``info`` holds ``cost`` (float, minus the episode's return: the sum of the
-    rewards is exactly ``-cost``), ``tour`` (list of the actions taken, as ints) and ``invalid_action``.
+## Starting State
+{starting_state}
 
-    ## Arguments
-    - ``num_nodes``: N, default 20 (``routing/TSP-20``, ``-50``, ``-100``; ``routing/TSP-v0`` takes it).
-    - ``render_mode``: ``None``, ``"human"`` (a pygame window at ``metadata["render_fps"]``) or
-      ``"rgb_array"`` ((H, W, 3) uint8 frames).
-    - ``invalid_action``: ``"terminate"`` (default; a masked action ends the episode with reward
-      ``-2 * sqrt(2) * N`` and ``info["invalid_action"] = True``) or ``"raise"`` (``ValueError`` naming
-      the allowed actions; the state is unchanged).
-    - ``render_size``: ``(width, height)`` of the frames in pixels, default ``(600, 600)``.
+## Episode End
+{doc.episode_end} (or on a masked action); never truncates.
+When the episode ends, ``info`` holds ``cost`` (float, minus the episode's return: the sum of the
+rewards is exactly ``-cost``), ``tour`` (list of the actions taken, as ints) and ``invalid_action``.
 
-    ## Example
-    >>> import gymnasium as gym, routing_gym
-    >>> env = gym.make("routing/TSP-20")
-    >>> obs, info = env.reset(seed=0)
-    >>> obs["locs"].shape, int(obs["action_mask"].sum())
-    ((20, 2), 20)
+## Arguments
+- ``num_nodes``: {nodes}, default 20 ({ids}; ``routing/{label}-v0`` takes it).
+{variants}- ``render_mode``: ``None``, ``"human"`` (a pygame window at ``metadata["render_fps"]``) or
+  ``"rgb_array"`` ((H, W, 3) uint8 frames).
+- ``invalid_action``: ``"terminate"`` (default; a masked action ends the episode with reward
+  ``-2 * sqrt(2) * N`` and ``info["invalid_action"] = True``) or ``"raise"`` (``ValueError`` naming
+  the allowed actions; the state is unchanged).
+- ``render_size``: ``(width, height)`` of the frames in pixels, default ``(600, 600)``.
 
-    ## Version History
-    - v0: initial release.
-    """
+## Example
+>>> import gymnasium as gym, routing_gym
+>>> env = gym.make("routing/{label}-20")
+>>> obs, info = env.reset(seed=0)
+{doc.example}
 
-    problem = TSP
-
-    def __init__(self, num_nodes: int = 20, *, render_mode: str | None = None, invalid_action: str = "terminate",
-                 render_size: tuple[int, int] = (600, 600)):
-        super().__init__(num_nodes, render_mode=render_mode, invalid_action=invalid_action, render_size=render_size)
+## Version History
+- v0: initial release.
+"""
 
 
-class CVRPEnv(RoutingEnv):
-    """Capacitated vehicle routing: serve every customer's demand with routes from the depot.
-
-    ## Description
-    Depot (node 0) and n customers uniform in the unit square; integer demands U{1..9} divided by
-    the capacity 20/30/40/50 for n = 10/20/50/100, interpolated for other n (Kool et al. 2019). The
-    vehicle refills at the depot.
-
-    ## Action Space
-    ``Discrete(n + 1)``: the next node (0 = back to the depot).
-    Actions forbidden by ``action_mask`` follow ``invalid_action`` (see Arguments). Stepping after the
-    episode ended raises ``RuntimeError``.
-
-    ## Observation Space
-    ``Dict`` (N = n + 1):
-
-    | key | dtype | shape | meaning |
-    |---|---|---|---|
-    | ``locs`` | float32 | (N, 2) | coordinates in [0, 1], depot first |
-    | ``demand`` | float32 | (N,) | demand / capacity in (0, 1], depot 0 |
-    | ``remaining_capacity`` | float32 | (1,) | capacity left on the current route, in [0, 1] |
-    | ``current_node`` | int64 (``Discrete(N)``) | () | where the vehicle is (0 = depot) |
-    | ``step`` | float32 | (1,) | actions taken, in [0, 2n] |
-    | ``action_mask`` | int8 (``MultiBinary(N)``) | (N,) | 1 = allowed |
-
-    A customer is allowed when unserved and its demand fits the remaining capacity (1e-5 float
-    slack); the depot is allowed unless the vehicle is at the depot while a customer is allowed (so
-    never as the first action, never twice in a row while customers remain).
-
-    ## Rewards
-    Minus the edge length of the step; the step serving the last customer also adds the return to the
-    depot. The rewards sum to minus the total length of all routes.
-
-    ## Starting State
-    At the depot with a full vehicle: a random instance, or ``options["instance"] = {"locs": (N, 2),
-    "demand": (N,)}`` (demand as a fraction of capacity; a demand above 1 is refused as infeasible).
-
-    ## Episode End
-    Terminates when the last customer is served (or on a masked action); never truncates.
-    When the episode ends, ``info`` holds ``cost`` (float, minus the episode's return: the sum of the
-    rewards is exactly ``-cost``), ``tour`` (list of the actions taken, as ints) and ``invalid_action``.
-
-    ## Arguments
-    - ``num_nodes``: n customers, default 20 (``routing/CVRP-20``, ``-50``, ``-100``, ``routing/CVRP-v0``).
-    - ``render_mode``: ``None``, ``"human"`` (a pygame window at ``metadata["render_fps"]``) or
-      ``"rgb_array"`` ((H, W, 3) uint8 frames).
-    - ``invalid_action``: ``"terminate"`` (default; a masked action ends the episode with reward
-      ``-2 * sqrt(2) * N`` and ``info["invalid_action"] = True``) or ``"raise"`` (``ValueError`` naming
-      the allowed actions; the state is unchanged).
-    - ``render_size``: ``(width, height)`` of the frames in pixels, default ``(600, 600)``.
-
-    ## Example
-    >>> import gymnasium as gym, routing_gym
-    >>> env = gym.make("routing/CVRP-20")
-    >>> obs, info = env.reset(seed=0)
-    >>> obs["locs"].shape, float(obs["remaining_capacity"][0]), int(obs["action_mask"][0])
-    ((21, 2), 1.0, 0)
-
-    ## Version History
-    - v0: initial release.
-    """
-
-    problem = CVRP
-
-    def __init__(self, num_nodes: int = 20, *, render_mode: str | None = None, invalid_action: str = "terminate",
-                 render_size: tuple[int, int] = (600, 600)):
-        super().__init__(num_nodes, render_mode=render_mode, invalid_action=invalid_action, render_size=render_size)
+def _fill(text: str, indent: str = "") -> str:
+    return textwrap.fill(text, width=100, initial_indent=indent, subsequent_indent=indent or "")
 
 
-class OPEnv(RoutingEnv):
-    """Orienteering: collect the most prize on a tour from the depot no longer than ``max_length``.
-
-    ## Description
-    Depot (node 0) and n nodes uniform in the unit square; max length 2/3/4 for n = 20/50/100,
-    interpolated for other n; prizes ``const`` (1), ``unif`` ({1..100}/100) or ``dist`` (default,
-    ``(1 + floor(99 d0i / max_j d0j)) / 100``), as Kool et al. 2019.
-
-    ## Action Space
-    ``Discrete(n + 1)``: the next node; 0 returns to the depot and ends the tour.
-    Actions forbidden by ``action_mask`` follow ``invalid_action`` (see Arguments). Stepping after the
-    episode ended raises ``RuntimeError``.
-
-    ## Observation Space
-    ``Dict`` (N = n + 1):
-
-    | key | dtype | shape | meaning |
-    |---|---|---|---|
-    | ``locs`` | float32 | (N, 2) | coordinates in [0, 1], depot first |
-    | ``prize`` | float32 | (N,) | prize in [0, 1], depot 0 |
-    | ``remaining_length`` | float32 | (1,) | max length minus the length so far, in [0, sqrt(2) N] |
-    | ``current_node`` | int64 (``Discrete(N)``) | () | where the tour is (0 = depot) |
-    | ``step`` | float32 | (1,) | actions taken, in [0, N] |
-    | ``action_mask`` | int8 (``MultiBinary(N)``) | (N,) | 1 = allowed |
-
-    A node is allowed when unvisited and the depot can still be reached through it:
-    ``length + d(current, i) + d(i, 0) <= max_length - 1e-6``. The depot is always allowed.
-
-    ## Rewards
-    The prize of the node visited (0 for the depot). The rewards sum to the prize collected, i.e. minus
-    the cost.
-
-    ## Starting State
-    At the depot: a random instance, or ``options["instance"] = {"locs": (N, 2), "prize": (N,),
-    "max_length": float}`` (max length in (0, sqrt(2) N]).
-
-    ## Episode End
-    Terminates when the depot is chosen (or on a masked action); never truncates.
-    When the episode ends, ``info`` holds ``cost`` (float, minus the episode's return: the sum of the
-    rewards is exactly ``-cost``), ``tour`` (list of the actions taken, as ints) and ``invalid_action``.
-
-    ## Arguments
-    - ``num_nodes``: n, default 20 (``routing/OP-20``, ``-50``, ``-100``, ``routing/OP-v0``).
-    - ``prize_type``: ``"const"``, ``"unif"`` or ``"dist"`` (default).
-    - ``render_mode``: ``None``, ``"human"`` (a pygame window at ``metadata["render_fps"]``) or
-      ``"rgb_array"`` ((H, W, 3) uint8 frames).
-    - ``invalid_action``: ``"terminate"`` (default; a masked action ends the episode with reward
-      ``-2 * sqrt(2) * N`` and ``info["invalid_action"] = True``) or ``"raise"`` (``ValueError`` naming
-      the allowed actions; the state is unchanged).
-    - ``render_size``: ``(width, height)`` of the frames in pixels, default ``(600, 600)``.
-
-    ## Example
-    >>> import gymnasium as gym, routing_gym
-    >>> env = gym.make("routing/OP-20")
-    >>> obs, info = env.reset(seed=0)
-    >>> float(obs["remaining_length"][0]), float(obs["prize"].max())
-    (2.0, 1.0)
-
-    ## Version History
-    - v0: initial release.
-    """
-
-    problem = OP
-
-    def __init__(self, num_nodes: int = 20, *, prize_type: str = "dist", render_mode: str | None = None,
-                 invalid_action: str = "terminate", render_size: tuple[int, int] = (600, 600)):
-        if prize_type not in PRIZE_TYPES:
-            raise ValueError(f"prize_type must be one of {PRIZE_TYPES}, got {prize_type!r}")
-        super().__init__(num_nodes, render_mode=render_mode, invalid_action=invalid_action, render_size=render_size,
-                         prize_type=prize_type)
+def env_docstring(problem) -> str:
+    """The Gymnasium-template docstring of ``problem``'s env, from the sections the problem declares."""
+    doc = problem.doc
+    rows = "\n".join(f"| ``{key}`` | {dtype} | {shape} | {meaning} |" for key, dtype, shape, meaning in doc.observation)
+    variants = "".join(_fill(f"- ``{key}``: {v.doc}.", "") .replace("\n", "\n  ") + "\n"
+                       for key, v in problem.variants.items())
+    ids = ", ".join(f"``routing/{problem.label}-{n}``" for n in problem.sizes)
+    return ENV_TEMPLATE.format(
+        doc=doc, label=problem.label, description=_fill(doc.description), rows=rows,
+        n_symbol="n + 1" if problem.has_depot else "N", n_note=" (N = n + 1)" if problem.has_depot else "",
+        mask=_fill("The mask allows " + doc.mask), rewards=_fill(doc.rewards), starting_state=_fill(doc.starting_state),
+        nodes="n customers (the depot is node 0)" if problem.has_depot else "N nodes", ids=ids, variants=variants)
 
 
-class PCTSPEnv(RoutingEnv):
-    """Prize-collecting TSP: collect a prize of at least 1, minimising length plus the penalties of the
-    nodes left out.
+def env_class(problem) -> type[RoutingEnv]:
+    """The single-env class of a problem unit (``TSPEnv``, ...): :class:`RoutingEnv` with ``problem`` set
+    and the problem's docstring."""
+    return type(f"{problem.label}Env", (RoutingEnv,),
+                {"problem": problem, "__doc__": env_docstring(problem), "__module__": __name__})
 
-    ## Description
-    Depot (node 0) and n nodes uniform in the unit square; penalties U(0, 3K/n) with K = 2/3/4 for
-    n = 20/50/100 (interpolated for other n), prizes U(0, 4/n), as Kool et al. 2019 (deterministic
-    prizes).
 
-    ## Action Space
-    ``Discrete(n + 1)``: the next node; 0 returns to the depot and ends the tour.
-    Actions forbidden by ``action_mask`` follow ``invalid_action`` (see Arguments). Stepping after the
-    episode ended raises ``RuntimeError``.
-
-    ## Observation Space
-    ``Dict`` (N = n + 1):
-
-    | key | dtype | shape | meaning |
-    |---|---|---|---|
-    | ``locs`` | float32 | (N, 2) | coordinates in [0, 1], depot first |
-    | ``prize`` | float32 | (N,) | prize in [0, 1], depot 0 |
-    | ``penalty`` | float32 | (N,) | penalty in [0, sqrt(2) N] if left unvisited, depot 0 |
-    | ``prize_to_collect`` | float32 | (1,) | ``max(0, 1 - prize collected)`` |
-    | ``current_node`` | int64 (``Discrete(N)``) | () | where the tour is (0 = depot) |
-    | ``step`` | float32 | (1,) | actions taken, in [0, N] |
-    | ``action_mask`` | int8 (``MultiBinary(N)``) | (N,) | 1 = allowed |
-
-    Every unvisited node is allowed; the depot once the prize collected reaches 1, or when every node
-    has been visited.
-
-    ## Rewards
-    Minus the edge length of the step; the final (depot) step also subtracts the penalties of the
-    unvisited nodes. The rewards sum to minus the cost.
-
-    ## Starting State
-    At the depot: a random instance, or ``options["instance"] = {"locs": (N, 2), "prize": (N,),
-    "penalty": (N,)}``.
-
-    ## Episode End
-    Terminates when the depot is chosen (or on a masked action); never truncates.
-    When the episode ends, ``info`` holds ``cost`` (float, minus the episode's return: the sum of the
-    rewards is exactly ``-cost``), ``tour`` (list of the actions taken, as ints) and ``invalid_action``.
-
-    ## Arguments
-    - ``num_nodes``: n, default 20 (``routing/PCTSP-20``, ``-50``, ``-100``, ``routing/PCTSP-v0``).
-    - ``render_mode``: ``None``, ``"human"`` (a pygame window at ``metadata["render_fps"]``) or
-      ``"rgb_array"`` ((H, W, 3) uint8 frames).
-    - ``invalid_action``: ``"terminate"`` (default; a masked action ends the episode with reward
-      ``-2 * sqrt(2) * N`` and ``info["invalid_action"] = True``) or ``"raise"`` (``ValueError`` naming
-      the allowed actions; the state is unchanged).
-    - ``render_size``: ``(width, height)`` of the frames in pixels, default ``(600, 600)``.
-
-    ## Example
-    >>> import gymnasium as gym, routing_gym
-    >>> env = gym.make("routing/PCTSP-20")
-    >>> obs, info = env.reset(seed=0)
-    >>> float(obs["prize_to_collect"][0]), int(obs["action_mask"][0])
-    (1.0, 0)
-
-    ## Version History
-    - v0: initial release.
-    """
-
-    problem = PCTSP
-
-    def __init__(self, num_nodes: int = 20, *, render_mode: str | None = None, invalid_action: str = "terminate",
-                 render_size: tuple[int, int] = (600, 600)):
-        super().__init__(num_nodes, render_mode=render_mode, invalid_action=invalid_action, render_size=render_size)
+ENV_CLASSES: dict[str, type[RoutingEnv]] = {name: env_class(problem) for name, problem in PROBLEMS.items()}
+globals().update({cls.__name__: cls for cls in ENV_CLASSES.values()})  # importable by name (entry points, pickle)
+__all__ = ["ENV_CLASSES", "RoutingEnv", "env_class", "observation_space", *(c.__name__ for c in ENV_CLASSES.values())]

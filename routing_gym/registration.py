@@ -1,20 +1,20 @@
-"""Registration of the environments under the ``routing/`` namespace (flat data)."""
+"""Registration of the environments under the ``routing/`` namespace, read from the problem registry."""
 from __future__ import annotations
 
 import gymnasium as gym
 
-ENV_CLASSES = {"TSP": "TSPEnv", "CVRP": "CVRPEnv", "OP": "OPEnv", "PCTSP": "PCTSPEnv"}
-SIZES = (10, 20, 50, 100)
+from .problems import PROBLEMS
 
 
 def register_envs() -> None:
-    """Register ``routing/{P}-{10,20,50,100}`` and the parametric ``routing/{P}-v0`` (``num_nodes=...``)."""
-    for name, cls in ENV_CLASSES.items():
-        entry = f"routing_gym.env:{cls}"
-        vector_entry = f"routing_gym.vector:{cls.replace('Env', 'VectorEnv')}"
+    """Register ``routing/{P}-{n}`` for each problem's declared sizes and the parametric
+    ``routing/{P}-v0`` (``num_nodes=...``), for every problem in the registry."""
+    for problem in PROBLEMS.values():
+        entry = f"routing_gym.env:{problem.label}Env"
+        vector_entry = f"routing_gym.vector:{problem.label}VectorEnv"
         # ------------------------------------------------------------------ fixed sizes
-        for n in SIZES:
-            gym.register(id=f"routing/{name}-{n}", entry_point=entry, vector_entry_point=vector_entry,
+        for n in problem.sizes:
+            gym.register(id=f"routing/{problem.label}-{n}", entry_point=entry, vector_entry_point=vector_entry,
                          kwargs={"num_nodes": n})
         # ------------------------------------------------------------------ parametric size
-        gym.register(id=f"routing/{name}-v0", entry_point=entry, vector_entry_point=vector_entry)
+        gym.register(id=f"routing/{problem.label}-v0", entry_point=entry, vector_entry_point=vector_entry)

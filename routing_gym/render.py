@@ -1,28 +1,33 @@
 """pygame drawing of a routing episode: ``human`` windows, ``rgb_array`` frames and PNG pictures.
 
+Generic over the problem units: what differs between problems is what each declares in its
+``drawing`` (:class:`routing_gym.problems.base.Drawing`: legend, how actions become paths, which
+instance field sizes nodes and which rings them) and its ``gauge(state)``; the renderer re-states no
+rule (whether an episode ended on a masked action is passed in by the env).
+
 A frame has three bands, laid out by :func:`layout` for any size:
 
-- a header: ``PROBLEM-n  step k  cost c`` (OP adds the prize), the episode's status on the right
-  (``running``, ``done`` or ``ended: invalid action``), and a one-line legend for the problem;
+- a header: ``LABEL-n  step k  cost c`` (plus the problem's ``drawing.header``), the episode's status on
+  the right (``running``, ``done`` or ``ended: invalid action``), and the problem's legend;
 - the unit square (y pointing up, as in a plot), scaled to the largest square that fits; every node
   position goes through :func:`to_pixel`;
-- a footer gauge: TSP nodes visited, CVRP the load of the route in progress, OP the length left, PCTSP
-  the prize collected against the threshold 1.
+- a footer gauge: the problem's ``gauge(state)`` (TSP nodes visited, CVRP the load of the route in
+  progress, OP the length left, PCTSP the prize collected against the threshold 1).
 
 What the nodes and edges mean (the colours are the constants below, fixed so tests can read pixels):
 
-- the depot (CVRP, OP, PCTSP) is a ``DEPOT_COLOUR`` square; TSP's start node a diamond;
+- the depot (problems with one) is a ``DEPOT_COLOUR`` square; a tour's start node a diamond;
 - a node the mask allows is ``NODE_COLOUR``; an unvisited node the mask forbids is dimmed
   (``DIMMED_COLOUR``); a visited node takes the colour of the route that visited it;
-- the tour so far is drawn in ``ROUTE_COLOURS[0]``; CVRP splits it at depot visits and gives route k
-  the colour ``ROUTE_COLOURS[k % len(ROUTE_COLOURS)]``, the load gauge taking the colour of the route
-  in progress;
+- the tour so far is drawn in ``ROUTE_COLOURS[0]``; ``trips`` split it at depot visits and give route k
+  the colour ``ROUTE_COLOURS[k % len(ROUTE_COLOURS)]``, the gauge taking the colour of the route in
+  progress (``GAUGE_DONE_COLOUR`` once the problem says a threshold is reached);
 - the current node is filled with ``CURRENT_COLOUR`` inside a ring of that colour (at the depot only
-  the ring is drawn, so the depot keeps its colour; TSP has no current node before its first action);
-- OP and PCTSP draw node area in proportion to the prize; PCTSP rings each unvisited node in
-  ``PENALTY_COLOUR``, the ring's width growing with the penalty paid if the node is left out;
-- once an episode is done, TSP's closing edge and CVRP's return to the depot are drawn (OP and PCTSP
-  end by choosing the depot, so the return is already in the tour).
+  the ring is drawn, so the depot keeps its colour; a tour has no current node before its first action);
+- ``size_by`` draws node area in proportion to that field (OP's and PCTSP's prize); ``ring_by`` rings
+  each unvisited node in ``PENALTY_COLOUR``, the ring's width growing with that field (PCTSP's penalty);
+- once an episode is done by the rules, a ``tour``'s closing edge and each ``trip``'s return to the depot
+  are drawn (``from_depot`` paths end by choosing the depot, so the return is already in the tour).
 
 Drawing happens at twice the size and is smoothed down (anti-aliasing); the centre pixels of nodes
 keep their exact colours. pygame is imported only when something is drawn.
@@ -31,11 +36,12 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 from gymnasium.error import DependencyNotInstalled
+
+from .problems import get_problem
 
 BACKGROUND = (246, 246, 243)
 PAPER_COLOUR = (255, 255, 255)  # the unit square
@@ -49,7 +55,6 @@ DIMMED_COLOUR = (222, 222, 222)
 DIMMED_OUTLINE_COLOUR = (195, 195, 195)
 PENALTY_COLOUR = (200, 30, 30)
 GAUGE_BACK_COLOUR = (225, 225, 222)
-GAUGE_FILL_COLOUR = (82, 86, 96)
 GAUGE_DONE_COLOUR = (60, 150, 80)  # PCTSP's prize gauge once the threshold is reached
 DONE_COLOUR = (60, 150, 80)
 INVALID_COLOUR = (200, 30, 30)
@@ -117,108 +122,65 @@ def _np(x) -> np.ndarray:
 
 
 class Snapshot(NamedTuple):
-    """A batch-1 state as numpy, plus the tour and cost the env keeps."""
-    name: str
+    """A batch-1 state as numpy, plus the tour and cost the env keeps, and what the problem declares
+    for drawing it."""
+    problem: Any  # the problem unit
     locs: np.ndarray  # (N, 2)
     mask: np.ndarray  # (N,) bool, True = allowed
     visited: np.ndarray  # (N,) bool
     current: int
     step: int
     done: bool
+    invalid: bool  # the episode ended on a masked action
     tour: list
     cost: float
-    extra: dict  # per problem: demand/used, prize/collected/max_length/length, penalty, first
+    fields: dict  # the instance's and state's per-node float fields as numpy (N,) (what ``size_by`` / ``ring_by`` name)
+    gauge: tuple  # the problem's ``gauge(state)``: (fill fraction, text, threshold reached)
+    header: str  # the problem's extra header text
 
 
-def snapshot(problem_name: str, state, tour, cost: float) -> Snapshot:
+def snapshot(problem, state, tour, cost: float, invalid: bool = False) -> Snapshot:
+    """What a frame shows of the batch-1 ``state`` of ``problem`` (a unit or its name)."""
+    problem = get_problem(problem)
     inst = state.instance._asdict()
-    extra = {k: _np(v)[0] for k, v in inst.items() if k != "locs"}
-    for key in ("used", "collected", "length", "first"):
-        if hasattr(state, key):
-            extra[key] = _np(getattr(state, key))[0]
-    return Snapshot(name=problem_name, locs=_np(inst["locs"])[0], mask=_np(state.mask)[0].astype(bool),
+    n = inst["locs"].shape[1]
+    per_node = [*inst.items(), *state._asdict().items()]  # a state field shadows an instance field of its name
+    fields = {k: _np(v)[0] for k, v in per_node
+              if hasattr(v, "dim") and v.dim() == 2 and v.shape[1] == n and v.is_floating_point()}
+    drawing = problem.drawing
+    return Snapshot(problem=problem, locs=_np(inst["locs"])[0], mask=_np(state.mask)[0].astype(bool),
                     visited=_np(state.visited)[0].astype(bool), current=int(_np(state.current)[0]),
-                    step=int(_np(state.step)[0]), done=bool(_np(state.done)[0]), tour=[int(a) for a in tour],
-                    cost=float(cost), extra=extra)
-
-
-def _tsp_paths(snap: Snapshot, finished: bool) -> list[list[int]]:
-    return [snap.tour + snap.tour[:1]] if finished and snap.tour else [list(snap.tour)]
-
-
-def _cvrp_paths(snap: Snapshot, finished: bool) -> list[list[int]]:
-    out, cur = [], []
-    for a in snap.tour:
-        if a == 0 and cur:
-            out.append([0] + cur + [0])
-        cur = [] if a == 0 else cur + [a]
-    return out + ([[0] + cur + ([0] if finished else [])] if cur else [])
-
-
-def _depot_path(snap: Snapshot, finished: bool) -> list[list[int]]:
-    return [[0] + snap.tour]
-
-
-def _tsp_gauge(snap: Snapshot, routes: int):
-    k, n = int(snap.visited.sum()), len(snap.locs)
-    return k / n, ROUTE_COLOURS[0], f"visited {k} / {n}"
-
-
-def _cvrp_gauge(snap: Snapshot, routes: int):
-    used = float(snap.extra["used"])
-    colour = ROUTE_COLOURS[(routes - 1) % len(ROUTE_COLOURS)] if routes else GAUGE_FILL_COLOUR
-    served, n = int(snap.visited[1:].sum()), len(snap.locs) - 1
-    return used, colour, f"load {used:.0%}    routes {routes}    served {served} / {n}"
-
-
-def _op_gauge(snap: Snapshot, routes: int):
-    total = float(snap.extra["max_length"])
-    left = max(total - float(snap.extra["length"]), 0.0)
-    return left / total, ROUTE_COLOURS[0], f"length left {left:.2f} / {total:.2f}"
-
-
-def _pctsp_gauge(snap: Snapshot, routes: int):
-    got = float(snap.extra["collected"])
-    left_out = float((snap.extra["penalty"] * ~snap.visited).sum())
-    colour = GAUGE_DONE_COLOUR if got >= 1.0 else ROUTE_COLOURS[0]
-    return min(got, 1.0), colour, f"prize {got:.2f} / 1.00    penalties unvisited {left_out:.2f}"
-
-
-class Style(NamedTuple):
-    """What differs between the problems' frames."""
-    legend: str  # the header's second line
-    has_depot: bool
-    paths: Callable  # (snapshot, finished) -> node sequences, one per route colour
-    gauge: Callable  # (snapshot, routes so far) -> (fill fraction, fill colour, text) of the footer
-    complete: Callable  # snapshot of a done episode -> ended by the rules (not by a masked action)
-    header: Callable = lambda snap: ""  # extra header text
-
-
-STYLES = {
-    "tsp": Style("diamond = start   orange = current node", False, _tsp_paths, _tsp_gauge,
-                 lambda snap: len(snap.tour) == len(snap.locs)),
-    "cvrp": Style("square = depot   one colour per route   grey = does not fit", True, _cvrp_paths, _cvrp_gauge,
-                  lambda snap: bool(snap.visited[1:].all())),
-    "op": Style("square = depot   size = prize   grey = out of reach", True, _depot_path, _op_gauge,
-                lambda snap: bool(snap.tour) and snap.tour[-1] == 0,
-                lambda snap: f"  (prize {float(snap.extra['collected']):.2f})"),
-    "pctsp": Style("square = depot   size = prize   red ring = penalty if skipped", True, _depot_path, _pctsp_gauge,
-                   lambda snap: bool(snap.tour) and snap.tour[-1] == 0),
-}
+                    step=int(_np(state.step)[0]), done=bool(_np(state.done)[0]), invalid=bool(invalid),
+                    tour=[int(a) for a in tour], cost=float(cost), fields=fields, gauge=problem.gauge(state),
+                    header=drawing.header(state) if drawing.header is not None else "")
 
 
 def routes(snap: Snapshot) -> list[list[int]]:
-    """The node sequences to draw, one per colour: TSP one path (closed when done), CVRP one per route
-    (split at depot visits, each from and, when finished, back to the depot), OP/PCTSP one from the depot."""
-    style = STYLES[snap.name]
-    return style.paths(snap, snap.done and style.complete(snap))
+    """The node sequences to draw, one per colour, as the problem's ``drawing.paths`` says: ``tour`` one
+    path (closed when done), ``trips`` one per route (split at depot visits, each from and, when
+    finished, back to the depot), ``from_depot`` one from the depot."""
+    finished = snap.done and not snap.invalid
+    kind = snap.problem.drawing.paths
+    if kind == "tour":
+        return [snap.tour + snap.tour[:1]] if finished and snap.tour else [list(snap.tour)]
+    if kind == "trips":
+        out, cur = [], []
+        for a in snap.tour:
+            if a == 0 and cur:
+                out.append([0] + cur + [0])
+            cur = [] if a == 0 else cur + [a]
+        return out + ([[0] + cur + ([0] if finished else [])] if cur else [])
+    if kind == "from_depot":
+        return [[0] + snap.tour]
+    raise ValueError(f"{snap.problem.name}: unknown drawing.paths {kind!r}")
 
 
 def _radii(snap: Snapshot, base: float) -> np.ndarray:
-    prize = snap.extra.get("prize")
-    if prize is None or prize[1:].max(initial=0.0) <= 0:
+    key = snap.problem.drawing.size_by
+    size = snap.fields.get(key) if key else None
+    if size is None or size[1:].max(initial=0.0) <= 0:
         return np.full(len(snap.locs), base)
-    rel = np.sqrt(np.clip(prize / prize[1:].max(), 0.0, 1.0))  # area in proportion to the prize
+    rel = np.sqrt(np.clip(size / size[1:].max(), 0.0, 1.0))  # area in proportion to the field
     return base * (0.55 + 0.85 * rel)
 
 
@@ -238,12 +200,13 @@ def _font(pygame, px: int, bold: bool = False):
     return _FONTS[key]
 
 
-def render_surface(problem_name: str, state, tour, cost: float, size: tuple[int, int] = (600, 600),
-                   note: str | None = None):
-    """The frame as an off-screen ``pygame.Surface`` of ``size`` (the work of :class:`Viewer`); a
-    ``note`` replaces the legend line, in ``NOTE_COLOUR`` (e.g. why a click was refused)."""
+def render_surface(problem, state, tour, cost: float, size: tuple[int, int] = (600, 600),
+                   note: str | None = None, invalid: bool = False):
+    """The frame as an off-screen ``pygame.Surface`` of ``size`` (the work of :class:`Viewer`) for
+    ``problem`` (a unit or its name); a ``note`` replaces the legend line, in ``NOTE_COLOUR`` (e.g. why
+    a click was refused); ``invalid``: the episode ended on a masked action."""
     pygame = import_pygame()
-    snap = snapshot(problem_name, state, tour, cost)
+    snap = snapshot(problem, state, tour, cost, invalid)
     ss = SUPERSAMPLE
     w, h = int(size[0]), int(size[1])
     lay = layout(size)
@@ -270,8 +233,9 @@ def render_surface(problem_name: str, state, tour, cost: float, size: tuple[int,
         for i in path:
             colour_of[i] = k % len(ROUTE_COLOURS)
 
-    style = STYLES[snap.name]
-    depot = style.has_depot
+    depot = snap.problem.has_depot
+    ring_by = snap.problem.drawing.ring_by
+    ring_field = snap.fields.get(ring_by) if ring_by else None
     started = depot or snap.step > 0
     outline = max(1, round(1.2 * u))
     for i, (p, r) in enumerate(zip(pts, radii)):
@@ -283,11 +247,11 @@ def render_surface(problem_name: str, state, tour, cost: float, size: tuple[int,
             fill, edge = NODE_COLOUR, PAPER_COLOUR
         else:
             fill, edge = DIMMED_COLOUR, DIMMED_OUTLINE_COLOUR
-        if "penalty" in snap.extra and not snap.visited[i]:
-            rel = snap.extra["penalty"][i] / max(float(snap.extra["penalty"].max()), 1e-9)
+        if ring_field is not None and not snap.visited[i]:
+            rel = ring_field[i] / max(float(ring_field.max()), 1e-9)
             ring = max(1, round((1.0 + 3.0 * rel) * u))
             pygame.draw.circle(surf, PENALTY_COLOUR, p, round(r + ring + outline))
-        if not depot and started and i == int(snap.extra["first"]):
+        if not depot and snap.tour and i == snap.tour[0]:  # the start node
             d = round(r * 1.45)
             pygame.draw.polygon(surf, edge, [(p[0], p[1] - d - outline), (p[0] + d + outline, p[1]),
                                              (p[0], p[1] + d + outline), (p[0] - d - outline, p[1])])
@@ -331,25 +295,27 @@ def _arrow(pygame, surf, colour, a, b, size: float) -> None:
 def _draw_header(pygame, surf, snap: Snapshot, lay: Layout, ss: int, note: str | None) -> None:
     u = lay.scale * ss
     left = round(14 * u)
-    style = STYLES[snap.name]
-    n = len(snap.locs) - style.has_depot
-    header = f"{snap.name.upper()}-{n}    step {snap.step}    cost {snap.cost:.3f}{style.header(snap)}"
+    problem = snap.problem
+    n = problem.num_customers(len(snap.locs))
+    header = f"{problem.label}-{n}    step {snap.step}    cost {snap.cost:.3f}{snap.header}"
     title = _font(pygame, round(22 * u), bold=True).render(header, True, TEXT_COLOUR)
     surf.blit(title, (left, round(9 * u)))
     if snap.done:
-        status, colour = ("done", DONE_COLOUR) if style.complete(snap) else ("ended: invalid action", INVALID_COLOUR)
+        status, colour = ("ended: invalid action", INVALID_COLOUR) if snap.invalid else ("done", DONE_COLOUR)
     else:
         status, colour = "running", MUTED_TEXT_COLOUR
     badge = _font(pygame, round(20 * u), bold=True).render(status, True, colour)
     surf.blit(badge, (surf.get_width() - left - badge.get_width(), round(10 * u)))
-    legend = _font(pygame, round(17 * u), bold=bool(note)).render(note or style.legend, True,
+    legend = _font(pygame, round(17 * u), bold=bool(note)).render(note or problem.drawing.legend, True,
                                                                  NOTE_COLOUR if note else MUTED_TEXT_COLOUR)
     surf.blit(legend, (left, round(33 * u)))
 
 
 def _draw_footer(pygame, surf, snap: Snapshot, lay: Layout, ss: int, route_count: int) -> None:
     u = lay.scale * ss
-    fraction, colour, text = STYLES[snap.name].gauge(snap, route_count)
+    fraction, text, reached = snap.gauge
+    # the route in progress's colour (CVRP: route k's), green once a threshold is reached (PCTSP's prize)
+    colour = GAUGE_DONE_COLOUR if reached else ROUTE_COLOURS[(max(route_count, 1) - 1) % len(ROUTE_COLOURS)]
     top = surf.get_height() - round(lay.footer * ss)
     bar_h = round(12 * u)
     bar = pygame.Rect(round(14 * u), top + (round(lay.footer * ss) - bar_h) // 2, round(170 * u), bar_h)
@@ -394,7 +360,7 @@ class Viewer:
     """Draws one routing env's frames: to a window (``"human"``) or as arrays (``"rgb_array"``).
 
     Args:
-        problem_name: ``"tsp"``, ``"cvrp"``, ``"op"`` or ``"pctsp"``.
+        problem: the problem unit, or its name (a key of ``routing_gym.problems.PROBLEMS``).
         render_mode: ``"human"`` or ``"rgb_array"``.
         fps: frames per second a human window is held to.
         size: (W, H) of the frame in pixels; everything scales with it.
@@ -403,12 +369,10 @@ class Viewer:
     after which :meth:`draw` does nothing (returns None) until :meth:`close`.
     """
 
-    def __init__(self, problem_name: str, render_mode: str, fps: int, size: tuple[int, int] = (600, 600)):
-        if str(problem_name).lower() not in STYLES:
-            raise ValueError(f"unknown problem {problem_name!r}; choose one of {sorted(STYLES)}")
+    def __init__(self, problem, render_mode: str, fps: int, size: tuple[int, int] = (600, 600)):
+        self.problem = get_problem(problem)
         if render_mode not in ("human", "rgb_array"):
             raise ValueError(f"render_mode must be 'human' or 'rgb_array', got {render_mode!r}")
-        self.problem_name = str(problem_name).lower()
         self.render_mode = render_mode
         self.fps = int(fps)
         self.size = (int(size[0]), int(size[1]))
@@ -417,28 +381,28 @@ class Viewer:
         self._clock = None
         self._closed_by_user = False
 
-    def draw(self, problem, state, tour: list[int], cost: float):
-        """Draw the batch-1 ``state`` with the actions ``tour`` taken so far and the ``cost`` so far.
+    def draw(self, state, tour: list[int], cost: float, invalid: bool = False):
+        """Draw the batch-1 ``state`` with the actions ``tour`` taken so far and the ``cost`` so far
+        (``invalid``: the episode ended on a masked action).
 
         Returns the (H, W, 3) uint8 frame for ``rgb_array``; for ``human`` shows it and returns None.
         """
-        name = getattr(problem, "name", self.problem_name)
         if self.render_mode == "rgb_array":
-            return surface_to_array(render_surface(name, state, tour, cost, self.size))
+            return surface_to_array(render_surface(self.problem, state, tour, cost, self.size, invalid=invalid))
         if self._closed_by_user:
             return None
         pygame = self._pygame
         if self._window is None:
             pygame.display.init()
             self._window = pygame.display.set_mode(self.size)
-            pygame.display.set_caption(f"routing-gym: {name.upper()}")
+            pygame.display.set_caption(f"routing-gym: {self.problem.label}")
             self._clock = pygame.time.Clock()
         for event in pygame.event.get():
             if event.type == pygame.QUIT:
                 self._closed_by_user = True
                 self._shut()
                 return None
-        self._window.blit(render_surface(name, state, tour, cost, self.size), (0, 0))
+        self._window.blit(render_surface(self.problem, state, tour, cost, self.size, invalid=invalid), (0, 0))
         pygame.display.flip()
         self._clock.tick(self.fps)
         return None
@@ -457,9 +421,8 @@ class Viewer:
 def save_png(problem, state, tour, cost: float, path: str, size: tuple[int, int] = (600, 600)) -> str:
     """Save a picture of ``state`` (typically a finished solution) to ``path`` as PNG; returns the path.
 
-    ``problem`` is the problem class (or its name); no window is opened.
+    ``problem`` is the problem unit (or its name); no window is opened.
     """
     pygame = import_pygame()
-    name = getattr(problem, "name", problem)
-    pygame.image.save(render_surface(str(name).lower(), state, tour, cost, size), str(path))
+    pygame.image.save(render_surface(problem, state, tour, cost, size), str(path))
     return str(path)

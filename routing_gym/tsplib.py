@@ -49,7 +49,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import torch
 
-from .problems import CVRP, TSP, tour_cost
+from .problems import get_problem, tour_cost
 
 PROBLEM_TYPES = {"TSP": "tsp", "CVRP": "cvrp"}
 ROUNDING = ("EUC_2D", "CEIL_2D", "ATT", "EXACT_2D", "FLOOR_2D")
@@ -127,10 +127,10 @@ def load(path: str | os.PathLike, table: Mapping[str, float] | str | os.PathLike
     scale = float((coords.max(axis=0) - offset).max()) or 1.0
     unit = np.clip((coords - offset) / scale, 0.0, 1.0)
     if problem == "tsp":
-        instance = TSP.instance_from({"locs": unit}, device=device)
+        instance = get_problem("tsp").instance_from({"locs": unit}, device=device)
     else:
         try:
-            instance = CVRP.instance_from({"locs": unit, "demand": demand / capacity}, device=device)
+            instance = get_problem("cvrp").instance_from({"locs": unit, "demand": demand / capacity}, device=device)
         except ValueError as e:
             raise ValueError(f"{path.name}: {e}") from None
     real = RealInstance(name=name, problem=problem, path=path, coords=coords, node_ids=order + 1,
@@ -168,8 +168,7 @@ def cost(real: RealInstance, tours) -> float:
     """
     tours = torch.as_tensor(np.asarray(tours) if not isinstance(tours, torch.Tensor) else tours).long()
     tours = tours.reshape(1, -1).to(real.instance.locs.device)
-    problem = TSP if real.problem == "tsp" else CVRP
-    tour_cost(problem, real.instance, tours)  # validates
+    tour_cost(get_problem(real.problem), real.instance, tours)  # validates
     seq = tours[0].tolist()
     if real.problem == "tsp":
         seq = seq + seq[:1]
@@ -278,7 +277,7 @@ def evaluate(paths, tours_fn: Callable[[str, Any], Any], table=None) -> list[dic
         real = load(p, table=table)
         value = cost(real, tours_fn(real.problem, real.instance))
         rows.append({"name": real.name, "problem": real.problem,
-                     "n": real.instance.locs.shape[1] - (1 if real.problem == "cvrp" else 0), "cost": value,
+                     "n": get_problem(real.problem).size_of(real.instance), "cost": value,
                      "reference": real.reference, "source": real.reference_source, "gap": gap(real, value)})
     return rows
 

@@ -17,9 +17,8 @@ from gymnasium.vector.utils import batch_space
 from torch import Tensor
 
 from .env import INVALID_ACTION_MODES, observation_space, seeded_generator
-from .problems import CVRP, OP, PCTSP, TSP, invalid_penalty, step
+from .problems import PROBLEMS, invalid_penalty, step
 from .problems.base import finish
-from .problems.op import PRIZE_TYPES
 
 ARRAY_TYPES = ("numpy", "torch")
 
@@ -55,11 +54,13 @@ def replace_rows(old, index: Tensor, new):
 
 
 class RoutingVectorEnv(VectorEnv):
-    """B sub-envs of one routing problem over the batched core (base of the four vector envs).
+    """B sub-envs of one routing problem over the batched core (base of the vector envs; one subclass
+    per problem unit, :func:`vector_env_class`).
 
     Args:
         num_envs: B, the number of sub-envs.
         num_nodes: customers (TSP: nodes) per instance.
+        **variant: the problem's options (OP's ``prize_type``); an unknown one raises ``TypeError``.
         device: torch device for the state (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``torch.device``).
         autoreset_mode: :class:`gymnasium.vector.AutoresetMode` (or its value): ``NEXT_STEP`` (default;
             a finished sub-env is reset by the next ``step``, whose action for it is ignored),
@@ -83,14 +84,15 @@ class RoutingVectorEnv(VectorEnv):
 
     problem: Any = None
 
-    def __init__(self, num_envs: int, num_nodes: int, *, device: Any = "cpu",
+    def __init__(self, num_envs: int = 1, num_nodes: int = 20, *, device: Any = "cpu",
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, array_type: str = "numpy",
                  invalid_action: str = "terminate", max_episode_steps: int | None = None,
                  render_mode: str | None = None, render_size: tuple[int, int] = (600, 600), **variant: Any):
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
-        if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)) or num_nodes < 2:
-            raise ValueError(f"num_nodes must be an integer >= 2, got {num_nodes!r}")
+        if self.problem is None:
+            raise TypeError("RoutingVectorEnv is the base class; make one with gym.make_vec('routing/TSP-20', ...)")
+        num_nodes = self.problem.check_num_nodes(num_nodes)
         if array_type not in ARRAY_TYPES:
             raise ValueError(f"array_type must be one of {ARRAY_TYPES}, got {array_type!r}")
         if invalid_action not in INVALID_ACTION_MODES:
@@ -115,7 +117,7 @@ class RoutingVectorEnv(VectorEnv):
         self.render_size = (int(render_size[0]), int(render_size[1]))
         self.metadata = {"autoreset_mode": mode, "render_modes": ["rgb_array"], "render_fps": 4}
         self.invalid_penalty = invalid_penalty(self.n_total)
-        self._variant = variant
+        self._variant = self.problem.check_variant(variant)
         self.single_observation_space = observation_space(self.problem, self.n_total)
         self.single_action_space = gym.spaces.Discrete(self.n_total)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
@@ -126,6 +128,7 @@ class RoutingVectorEnv(VectorEnv):
         self._return = torch.zeros(self.num_envs, dtype=torch.float64, device=self.device)
         self._elapsed = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
         self._needs_reset = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        self._invalid = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)  # ended on a masked action (kept when rendering)
         max_steps = int(self.single_observation_space["step"].high[0])
         # actions taken, kept on the host in numpy mode (for info["tour"]) and when rendering
         self._records_tours = array_type == "numpy" or render_mode is not None
@@ -199,6 +202,7 @@ class RoutingVectorEnv(VectorEnv):
         self._return[rows] = 0.0
         self._elapsed[rows] = 0
         self._needs_reset[rows] = False
+        self._invalid[rows] = False
         self._tour_len[rows.cpu().numpy()] = 0
         return self._observation(), {}
 
@@ -230,6 +234,8 @@ class RoutingVectorEnv(VectorEnv):
         final = ended | truncated
         if self._records_tours:
             self._record_tours(a, ~prev_done & ~invalid & ~resetting)
+        if self.render_mode is not None:
+            self._invalid = (self._invalid & ~resetting) | invalid
         if self.array_type == "numpy":
             infos = self._final_infos(final, invalid)
         else:
@@ -327,12 +333,12 @@ class RoutingVectorEnv(VectorEnv):
         from .render import Viewer
 
         if self._viewer is None:
-            self._viewer = Viewer(self.problem.name, render_mode="rgb_array", fps=self.metadata["render_fps"],
+            self._viewer = Viewer(self.problem, render_mode="rgb_array", fps=self.metadata["render_fps"],
                                   size=self.render_size)
         first = type(self.state)(*(f[:1] if isinstance(f, Tensor) else type(f)(*(g[:1] for g in f))
                                    for f in self.state))
         tour = self._tour_buf[0, :self._tour_len[0]].tolist()
-        return self._viewer.draw(self.problem, first, tour, float(-self._return[0]))
+        return self._viewer.draw(first, tour, float(-self._return[0]), invalid=bool(self._invalid[0]))
 
     def close_extras(self, **kwargs):
         if self._viewer is not None:
@@ -340,59 +346,15 @@ class RoutingVectorEnv(VectorEnv):
             self._viewer = None
 
 
-class TSPVectorEnv(RoutingVectorEnv):
-    """Vectorised :class:`routing_gym.env.TSPEnv`; arguments as :class:`RoutingVectorEnv`."""
-
-    problem = TSP
-
-    def __init__(self, num_envs: int = 1, num_nodes: int = 20, *, device: Any = "cpu",
-                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, array_type: str = "numpy",
-                 invalid_action: str = "terminate", max_episode_steps: int | None = None,
-                 render_mode: str | None = None, render_size: tuple[int, int] = (600, 600)):
-        super().__init__(num_envs, num_nodes, device=device, autoreset_mode=autoreset_mode, array_type=array_type,
-                         invalid_action=invalid_action, max_episode_steps=max_episode_steps, render_mode=render_mode,
-                         render_size=render_size)
+def vector_env_class(problem) -> type[RoutingVectorEnv]:
+    """The vector-env class of a problem unit (``TSPVectorEnv``, ...): :class:`RoutingVectorEnv` with
+    ``problem`` set."""
+    doc = (f"Vectorised :class:`routing_gym.env.{problem.label}Env`: B sub-envs of {problem.label} over the batched "
+           f"core; arguments as :class:`RoutingVectorEnv`" + (f", plus {', '.join(f'``{k}``' for k in problem.variants)}"
+                                                               if problem.variants else "") + ".")
+    return type(f"{problem.label}VectorEnv", (RoutingVectorEnv,), {"problem": problem, "__doc__": doc,
+                                                                    "__module__": __name__})
 
 
-class CVRPVectorEnv(RoutingVectorEnv):
-    """Vectorised :class:`routing_gym.env.CVRPEnv`; arguments as :class:`RoutingVectorEnv`."""
-
-    problem = CVRP
-
-    def __init__(self, num_envs: int = 1, num_nodes: int = 20, *, device: Any = "cpu",
-                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, array_type: str = "numpy",
-                 invalid_action: str = "terminate", max_episode_steps: int | None = None,
-                 render_mode: str | None = None, render_size: tuple[int, int] = (600, 600)):
-        super().__init__(num_envs, num_nodes, device=device, autoreset_mode=autoreset_mode, array_type=array_type,
-                         invalid_action=invalid_action, max_episode_steps=max_episode_steps, render_mode=render_mode,
-                         render_size=render_size)
-
-
-class OPVectorEnv(RoutingVectorEnv):
-    """Vectorised :class:`routing_gym.env.OPEnv`; arguments as :class:`RoutingVectorEnv`, plus ``prize_type``."""
-
-    problem = OP
-
-    def __init__(self, num_envs: int = 1, num_nodes: int = 20, *, prize_type: str = "dist", device: Any = "cpu",
-                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, array_type: str = "numpy",
-                 invalid_action: str = "terminate", max_episode_steps: int | None = None,
-                 render_mode: str | None = None, render_size: tuple[int, int] = (600, 600)):
-        if prize_type not in PRIZE_TYPES:
-            raise ValueError(f"prize_type must be one of {PRIZE_TYPES}, got {prize_type!r}")
-        super().__init__(num_envs, num_nodes, device=device, autoreset_mode=autoreset_mode, array_type=array_type,
-                         invalid_action=invalid_action, max_episode_steps=max_episode_steps, render_mode=render_mode,
-                         render_size=render_size, prize_type=prize_type)
-
-
-class PCTSPVectorEnv(RoutingVectorEnv):
-    """Vectorised :class:`routing_gym.env.PCTSPEnv`; arguments as :class:`RoutingVectorEnv`."""
-
-    problem = PCTSP
-
-    def __init__(self, num_envs: int = 1, num_nodes: int = 20, *, device: Any = "cpu",
-                 autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, array_type: str = "numpy",
-                 invalid_action: str = "terminate", max_episode_steps: int | None = None,
-                 render_mode: str | None = None, render_size: tuple[int, int] = (600, 600)):
-        super().__init__(num_envs, num_nodes, device=device, autoreset_mode=autoreset_mode, array_type=array_type,
-                         invalid_action=invalid_action, max_episode_steps=max_episode_steps, render_mode=render_mode,
-                         render_size=render_size)
+VECTOR_ENV_CLASSES: dict[str, type[RoutingVectorEnv]] = {name: vector_env_class(p) for name, p in PROBLEMS.items()}
+globals().update({cls.__name__: cls for cls in VECTOR_ENV_CLASSES.values()})  # importable by name (entry points)

@@ -88,7 +88,7 @@ def own_cost(name, locs, feats, tour):
         return -float(np.asarray(feats["prize"], np.float64)[tour].sum())
     path = [0] + list(tour) + ([0] if tour[-1] != 0 else [])
     length = sum(d(a, b) for a, b in zip(path, path[1:]))
-    if name == "pctsp":
+    if name in ("pctsp", "spctsp"):  # penalties of the nodes left out (real prizes decide only the mask)
         unvisited = sorted(set(range(1, len(locs))) - set(tour))
         length += float(np.asarray(feats["penalty"], np.float64)[unvisited].sum())
     return length

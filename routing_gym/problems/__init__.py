@@ -1,23 +1,29 @@
-"""The four routing problems: generator, batched dynamics and cost, each written once in torch.
+"""The routing problems, one unit each, and the registry every other part of the project reads.
 
-``PROBLEMS`` maps a problem's name to its class; :func:`step` and :func:`tour_cost` (from ``base``) are
-the entry points shared by the single env, the vector env and the trainer.
+``PROBLEMS`` maps a problem's name to its unit (a :class:`~routing_gym.problems.base.Problem`
+subclass): adding a problem means adding its module and one line here. :func:`step` and
+:func:`tour_cost` (from ``base``) are the entry points shared by the single env, the vector env and
+the trainer.
 """
-from .base import invalid_penalty, step, tour_cost
+from .base import Problem, invalid_penalty, step, tour_cost
 from .cvrp import CVRP
 from .op import OP
 from .pctsp import PCTSP
+from .sdvrp import SDVRP
+from .spctsp import SPCTSP
 from .tsp import TSP
 
-PROBLEMS = {"tsp": TSP, "cvrp": CVRP, "op": OP, "pctsp": PCTSP}
+PROBLEMS: dict[str, type[Problem]] = {p.name: p for p in (TSP, CVRP, SDVRP, OP, PCTSP, SPCTSP)}
 
 
-def get_problem(name: str):
-    """The problem class for ``name`` (case-insensitive): ``tsp``, ``cvrp``, ``op`` or ``pctsp``."""
+def get_problem(name) -> type[Problem]:
+    """The problem unit for ``name`` (case-insensitive, e.g. ``"cvrp"``), or the unit itself."""
+    if isinstance(name, type) and issubclass(name, Problem):
+        return name
     try:
         return PROBLEMS[str(name).lower()]
     except KeyError:
         raise ValueError(f"unknown problem {name!r}; choose one of {sorted(PROBLEMS)}") from None
 
 
-__all__ = ["CVRP", "OP", "PCTSP", "PROBLEMS", "TSP", "get_problem", "invalid_penalty", "step", "tour_cost"]
+__all__ = ["CVRP", "OP", "PCTSP", "PROBLEMS", "Problem", "SDVRP", "SPCTSP", "TSP", "get_problem", "invalid_penalty", "step", "tour_cost"]

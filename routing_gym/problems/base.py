@@ -1,16 +1,25 @@
-"""What every problem shares: the step wrapper, instance validation and the size tables.
+"""What every problem unit shares: the :class:`Problem` base (its declarations), the step wrapper,
+instance validation and the size tables.
 
-A problem module (tsp.py, cvrp.py, op.py, pctsp.py) defines one class with
+A problem unit (``tsp.py``, ``cvrp.py``, ``sdvrp.py``, ``op.py``, ``pctsp.py``, ``spctsp.py``) is one
+:class:`Problem` subclass that declares everything the rest of the project reads, through the registry
+in ``routing_gym.problems`` (nothing outside a unit names a problem or re-states its rules):
 
-- ``generate(batch_size, num_nodes, *, generator, device) -> Instance``: random instances, Kool et al.
-  2019's distributions;
+- ``generate(batch_size, num_nodes, *, generator, device, **variant) -> Instance``: random instances,
+  Kool et al. 2019's distributions; ``variants`` declares the keyword options (OP's ``prize_type``),
+  validated by :meth:`Problem.check_variant`;
+- ``instance_from(data, *, batched, device) -> Instance``: validated user instances;
 - ``reset(instance) -> State``;
 - ``transition(state, action, active) -> (State, cost)``: the problem's rules for the sub-envs in
   ``active``, the new state's ``mask`` by those rules and the cost of the step (zero where inactive).
   Inactive sub-envs (finished, or taking a masked action) arrive with ``action == state.current``, so
   staying put changes nothing but what accumulates per visit, which ``active`` gates;
-- ``observe(state) -> dict`` of batched tensors under the observation keys of DESIGN.md;
-- ``bounds(num_nodes, **variant) -> dict`` of ``key -> (shape, low, high)`` for the observation space.
+- ``noop(state)``: the action of a finished sub-env;
+- ``observe(state) -> dict`` of batched tensors under the observation keys, and
+  ``bounds(num_nodes_total) -> dict`` of ``key -> (shape, low, high)`` for the observation space;
+- ``policy`` (:class:`PolicyInputs`): what a network reads (node features, step context);
+- ``drawing`` (:class:`Drawing`) and ``gauge(state)``: what the renderer draws, as data;
+- ``doc`` (:class:`EnvDoc`): the problem's sections of its env's docstring.
 
 :func:`step` wraps ``transition`` with what is the same for all: finished sub-envs ignore their action
 (no-op), a masked action ends the episode with :func:`invalid_penalty`, and a finished sub-env's mask
@@ -22,12 +31,143 @@ Dimension names in shape comments: B batch, N nodes (depot included), S steps.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A keyword option of a problem's generator (and so of its envs), such as OP's ``prize_type``."""
+
+    default: Any
+    choices: tuple
+    doc: str
+
+
+@dataclass(frozen=True)
+class PolicyInputs:
+    """What a network reads from the observation, declared by the problem (no ``if problem ==`` in the
+    networks).
+
+    ``node_features``: per-node observation keys embedded with (x, y), in Kool et al.'s order.
+    ``context_nodes``: node-index observation keys whose embeddings form the step context.
+    ``context_scalars``: (B, 1) observation keys appended to the step context.
+    ``dynamic_features``: per-node keys that change during an episode and are re-projected at every
+    decoding step (Kool's ``project_node_step``: SDVRP's remaining demand).
+    ``placeholder_at_start``: the step context is a learned placeholder while ``step == 0`` (TSP).
+    """
+
+    node_features: tuple[str, ...]
+    context_nodes: tuple[str, ...]
+    context_scalars: tuple[str, ...] = ()
+    dynamic_features: tuple[str, ...] = ()
+    placeholder_at_start: bool = False
+
+
+@dataclass(frozen=True)
+class Drawing:
+    """How the renderer draws a problem, as data.
+
+    ``legend``: the header's second line. ``paths``: how the actions become drawn paths: ``"tour"``
+    (one path from the first node, closed back to it once the episode is done), ``"trips"`` (split at
+    depot visits, each from the depot and, once done, back to it) or ``"from_depot"`` (one path from the
+    depot; the episode ends by choosing it). ``size_by``: per-node float field of the instance or the state
+    that scales node area. ``ring_by``: such a field drawn as a ring on unvisited nodes (what leaving them
+    out costs).
+    ``header``: optional ``state -> str`` appended to the header (batch-1 state).
+    """
+
+    legend: str
+    paths: str
+    size_by: str | None = None
+    ring_by: str | None = None
+    header: Callable[[Any], str] | None = None
+
+
+@dataclass(frozen=True)
+class EnvDoc:
+    """A problem's sections of its env's docstring (the env assembles Gymnasium's template)."""
+
+    summary: str  # the first line
+    description: str
+    action: str  # what an action means, after ``Discrete(N)``:
+    observation: tuple[tuple[str, str, str, str], ...]  # (key, dtype, shape, meaning) rows before action_mask
+    mask: str  # which actions the mask allows
+    rewards: str
+    starting_state: str
+    episode_end: str  # when it terminates (before "(or on a masked action)")
+    example: str  # doctest lines after ``>>> obs, info = env.reset(seed=0)``
+
+
+class Problem:
+    """Base of the problem units: the declarations every problem makes, and what follows from them.
+
+    Subclasses set the class attributes below and implement ``generate``, ``instance_from``,
+    ``reset``, ``transition``, ``observe`` and ``bounds`` as static methods (see the module docstring).
+    """
+
+    name: ClassVar[str]  # registry key, lower case (``"cvrp"``)
+    label: ClassVar[str]  # upper-case name in env ids and class names (``"CVRP"``)
+    has_depot: ClassVar[bool]  # node 0 is a depot
+    Instance: ClassVar[type]  # the NamedTuple of instance tensors
+    node_indices: ClassVar[tuple[str, ...]] = ("current_node",)  # observation keys holding a node index
+    variants: ClassVar[dict[str, Variant]] = {}
+    sizes: ClassVar[tuple[int, ...]] = (10, 20, 50, 100)  # registered ``routing/{label}-{n}`` ids
+    min_num_nodes: ClassVar[int] = 1
+    policy: ClassVar[PolicyInputs]
+    drawing: ClassVar[Drawing]
+    doc: ClassVar[EnvDoc]
+
+    @classmethod
+    def num_nodes_total(cls, num_nodes: int) -> int:
+        """N, the nodes of an instance with ``num_nodes`` customers (TSP: nodes): the depot counts."""
+        return num_nodes + cls.has_depot
+
+    @classmethod
+    def num_customers(cls, n_total: int) -> int:
+        """The ``num_nodes`` of an instance with N nodes (the inverse of :meth:`num_nodes_total`)."""
+        return n_total - cls.has_depot
+
+    @classmethod
+    def size_of(cls, instance) -> int:
+        """The ``num_nodes`` of a batch of instances."""
+        return cls.num_customers(instance.locs.shape[1])
+
+    @classmethod
+    def check_num_nodes(cls, num_nodes: Any) -> int:
+        """``num_nodes`` as an int, or ``ValueError`` when it is not an integer >= ``min_num_nodes``."""
+        return check_num_nodes(num_nodes, cls.min_num_nodes)
+
+    @classmethod
+    def check_variant(cls, variant: Mapping[str, Any]) -> dict[str, Any]:
+        """The full variant (defaults filled in) from keyword options; an unknown option raises
+        ``TypeError`` (as an unknown keyword argument would), a bad value ``ValueError``."""
+        unknown = sorted(set(variant) - set(cls.variants))
+        if unknown:
+            known = f"; {cls.label} takes {sorted(cls.variants)}" if cls.variants else f"; {cls.label} takes none"
+            raise TypeError(f"unknown {cls.label} option(s) {unknown}{known}")
+        out = {}
+        for key, spec in cls.variants.items():
+            value = variant.get(key, spec.default)
+            if value not in spec.choices:
+                raise ValueError(f"{key} must be one of {spec.choices}, got {value!r}")
+            out[key] = value
+        return out
+
+    @classmethod
+    def start_nodes(cls, n_total: int, device: Any = None) -> Tensor:
+        """The first actions of multi-start decoding: every node, or every customer with a depot."""
+        return torch.arange(int(cls.has_depot), n_total, device=device)
+
+    @staticmethod
+    def noop(state) -> Tensor:
+        """The action a finished sub-env takes: the depot (TSP overrides: its current node)."""
+        return torch.zeros_like(state.current)
 
 
 def interpolate_table(table: Mapping[int, float], n: int) -> float:
@@ -64,7 +204,7 @@ def check_num_nodes(num_nodes: Any, minimum: int = 2) -> int:
     return int(num_nodes)
 
 
-def resolve_device(generator: torch.Generator | None, device: Any) -> torch.device:
+def generation_device(generator: torch.Generator | None, device: Any) -> torch.device:
     """The device to draw on: the generator's when one is given (a mismatch is an error)."""
     if generator is None:
         return torch.device(device if device is not None else "cpu")

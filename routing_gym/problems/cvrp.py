@@ -19,8 +19,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
-    interpolate_table, resolve_device, visit, any_along_nodes
+from .base import Drawing, EnvDoc, PolicyInputs, Problem, as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
+    interpolate_table, generation_device, visit, any_along_nodes
 
 CAPACITY = {10: 20.0, 20: 30.0, 50: 40.0, 100: 50.0}
 CAPACITY_TOLERANCE = 1e-5  # float32 slack when comparing loads with the capacity 1
@@ -48,19 +48,50 @@ class CVRPState(NamedTuple):
     mask: Tensor  # (B, N) bool, True = allowed
 
 
-class CVRP:
+class CVRP(Problem):
     name = "cvrp"
+    label = "CVRP"
     has_depot = True
-    node_features: tuple[str, ...] = ("demand",)
-    node_indices: tuple[str, ...] = ("current_node",)  # observation keys holding a node index
     Instance = CVRPInstance
+    policy = PolicyInputs(node_features=("demand",), context_nodes=("current_node",),
+                          context_scalars=("remaining_capacity",))
+    drawing = Drawing(legend="square = depot   one colour per route   grey = does not fit", paths="trips")
+    doc = EnvDoc(
+        summary="Capacitated vehicle routing: serve every customer's demand with routes from the depot.",
+        description="Depot (node 0) and n customers uniform in the unit square; integer demands U{1..9} divided "
+                    "by the capacity 20/30/40/50 for n = 10/20/50/100, interpolated for other n (Kool et al. 2019). "
+                    "The vehicle refills at the depot.",
+        action="the next node (0 = back to the depot).",
+        observation=(("locs", "float32", "(N, 2)", "coordinates in [0, 1], depot first"),
+                     ("demand", "float32", "(N,)", "demand / capacity in (0, 1], depot 0"),
+                     ("remaining_capacity", "float32", "(1,)", "capacity left on the current route, in [0, 1]"),
+                     ("current_node", "int64 (``Discrete(N)``)", "()", "where the vehicle is (0 = depot)"),
+                     ("step", "float32", "(1,)", "actions taken, in [0, 2n]")),
+        mask="a customer when unserved and its demand fits the remaining capacity (1e-5 float slack); the depot "
+             "unless the vehicle is at the depot while a customer is allowed (so never as the first action, "
+             "never twice in a row while customers remain).",
+        rewards="Minus the edge length of the step; the step serving the last customer also adds the return to "
+                "the depot. The rewards sum to minus the total length of all routes.",
+        starting_state='At the depot with a full vehicle: a random instance, or ``options["instance"] = {"locs": '
+                       '(N, 2), "demand": (N,)}`` (demand as a fraction of capacity; a demand above 1 is refused as '
+                       'infeasible).',
+        episode_end="Terminates when the last customer is served",
+        example='>>> obs["locs"].shape, float(obs["remaining_capacity"][0]), int(obs["action_mask"][0])\n'
+                '((21, 2), 1.0, 0)')
+
+    @staticmethod
+    def gauge(state) -> tuple[float, str, bool]:
+        """The renderer's footer for a batch-1 state: (fill fraction, text, threshold reached)."""
+        used = float(state.used[0])
+        served, n = int(state.visited[0, 1:].sum()), state.visited.shape[1] - 1
+        return used, f"load {used:.0%}    served {served} / {n}", False
 
     @staticmethod
     def generate(batch_size: int, num_nodes: int, *, generator: torch.Generator | None = None,
                  device: Any = None) -> CVRPInstance:
         """B instances of ``num_nodes`` customers plus a depot (node 0)."""
         n = check_num_nodes(num_nodes, minimum=1)
-        dev = resolve_device(generator, device)
+        dev = generation_device(generator, device)
         locs = torch.rand(batch_size, n + 1, 2, generator=generator, device=dev)
         units = torch.randint(1, 10, (batch_size, n), generator=generator, device=dev).float()
         demand = torch.cat([torch.zeros(batch_size, 1, device=dev), units / capacity(n)], dim=1)
@@ -85,10 +116,6 @@ class CVRP:
         if (demand[:, 1:] <= 0).any():
             raise ValueError("instance field 'demand' must be > 0 for every customer")
         return CVRPInstance(locs=locs, demand=demand)
-
-    @staticmethod
-    def num_nodes_total(num_nodes: int) -> int:
-        return num_nodes + 1
 
     @staticmethod
     def reset(instance: CVRPInstance) -> CVRPState:
@@ -127,11 +154,6 @@ class CVRP:
                         step=state.step + active, length=state.length + cost, done=state.done | finished,
                         mask=CVRP._mask(inst, visited, current, used))
         return new, cost
-
-    @staticmethod
-    def noop(state: CVRPState) -> Tensor:
-        """The action a finished sub-env takes: the depot."""
-        return torch.zeros_like(state.current)
 
     @staticmethod
     def bounds(n_total: int) -> dict:

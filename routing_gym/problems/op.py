@@ -24,8 +24,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import as_float_tensor, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
-    interpolate_table, resolve_device, visit, distance
+from .base import Drawing, EnvDoc, PolicyInputs, Problem, Variant, as_float_tensor, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
+    interpolate_table, generation_device, visit, distance
 
 MAX_LENGTH = {20: 2.0, 50: 3.0, 100: 4.0}
 PRIZE_TYPES = ("const", "unif", "dist")
@@ -62,21 +62,51 @@ class OPState(NamedTuple):
     mask: Tensor  # (B, N) bool, True = allowed
 
 
-class OP:
+class OP(Problem):
     name = "op"
+    label = "OP"
     has_depot = True
-    node_features: tuple[str, ...] = ("prize",)
-    node_indices: tuple[str, ...] = ("current_node",)  # observation keys holding a node index
     Instance = OPInstance
+    variants = {"prize_type": Variant(default="dist", choices=PRIZE_TYPES,
+                                      doc="``\"const\"``, ``\"unif\"`` or ``\"dist\"`` (default): the prize distribution")}
+    policy = PolicyInputs(node_features=("prize",), context_nodes=("current_node",),
+                          context_scalars=("remaining_length",))
+    drawing = Drawing(legend="square = depot   size = prize   grey = out of reach", paths="from_depot",
+                      size_by="prize", header=lambda state: f"  (prize {float(state.collected[0]):.2f})")
+    doc = EnvDoc(
+        summary="Orienteering: collect the most prize on a tour from the depot no longer than ``max_length``.",
+        description="Depot (node 0) and n nodes uniform in the unit square; max length 2/3/4 for n = 20/50/100, "
+                    "interpolated for other n; prizes ``const`` (1), ``unif`` ({1..100}/100) or ``dist`` (default, "
+                    "``(1 + floor(99 d0i / max_j d0j)) / 100``), as Kool et al. 2019.",
+        action="the next node; 0 returns to the depot and ends the tour.",
+        observation=(("locs", "float32", "(N, 2)", "coordinates in [0, 1], depot first"),
+                     ("prize", "float32", "(N,)", "prize in [0, 1], depot 0"),
+                     ("remaining_length", "float32", "(1,)", "max length minus the length so far, in [0, sqrt(2) N]"),
+                     ("current_node", "int64 (``Discrete(N)``)", "()", "where the tour is (0 = depot)"),
+                     ("step", "float32", "(1,)", "actions taken, in [0, N]")),
+        mask="a node when unvisited and the depot can still be reached through it: ``length + d(current, i) + "
+             "d(i, 0) <= max_length - 1e-6``; the depot always.",
+        rewards="The prize of the node visited (0 for the depot). The rewards sum to the prize collected, i.e. "
+                "minus the cost.",
+        starting_state='At the depot: a random instance, or ``options["instance"] = {"locs": (N, 2), "prize": '
+                       '(N,), "max_length": float}`` (max length in (0, sqrt(2) N]).',
+        episode_end="Terminates when the depot is chosen",
+        example='>>> float(obs["remaining_length"][0]), float(obs["prize"].max())\n(2.0, 1.0)')
+
+    @staticmethod
+    def gauge(state) -> tuple[float, str, bool]:
+        """The renderer's footer for a batch-1 state: (fill fraction, text, threshold reached)."""
+        total = float(state.instance.max_length[0])
+        left = max(total - float(state.length[0]), 0.0)
+        return left / total, f"length left {left:.2f} / {total:.2f}", False
 
     @staticmethod
     def generate(batch_size: int, num_nodes: int, *, generator: torch.Generator | None = None,
                  device: Any = None, prize_type: str = "dist") -> OPInstance:
         """B instances of ``num_nodes`` nodes plus a depot (node 0)."""
         n = check_num_nodes(num_nodes, minimum=1)
-        if prize_type not in PRIZE_TYPES:
-            raise ValueError(f"prize_type must be one of {PRIZE_TYPES}, got {prize_type!r}")
-        dev = resolve_device(generator, device)
+        OP.check_variant({"prize_type": prize_type})
+        dev = generation_device(generator, device)
         locs = torch.rand(batch_size, n + 1, 2, generator=generator, device=dev)
         if prize_type == "const":
             prize = torch.ones(batch_size, n, device=dev)
@@ -109,10 +139,6 @@ class OP:
             raise ValueError(f"instance field 'max_length' must lie in (0, {max_length_bound(n):.4g}], "
                              f"got {length.tolist()[:4]}")
         return OPInstance(locs=locs, prize=prize, max_length=length)
-
-    @staticmethod
-    def num_nodes_total(num_nodes: int) -> int:
-        return num_nodes + 1
 
     @staticmethod
     def reset(instance: OPInstance) -> OPState:
@@ -150,11 +176,6 @@ class OP:
                       done=state.done | finished,
                       mask=OP._mask(inst.locs, state.budget, visited, loc, length))
         return new, -gain
-
-    @staticmethod
-    def noop(state: OPState) -> Tensor:
-        """The action a finished sub-env takes: the depot."""
-        return torch.zeros_like(state.current)
 
     @staticmethod
     def bounds(n_total: int) -> dict:

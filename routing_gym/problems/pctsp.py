@@ -19,8 +19,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
-    interpolate_table, resolve_device, visit, any_along_nodes
+from .base import Drawing, EnvDoc, PolicyInputs, Problem, as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
+    interpolate_table, generation_device, visit, any_along_nodes
 
 PENALTY_SCALE = {20: 2.0, 50: 3.0, 100: 4.0}  # K in Kool's U(0, 3K/n) penalties
 PRIZE_TO_COLLECT = 1.0
@@ -30,6 +30,11 @@ def penalty_bound(n_total: int) -> float:
     """Observation bound of ``penalty``: ``sqrt(2) * N``, no tour is longer, so a larger penalty would
     change no decision."""
     return math.sqrt(2.0) * n_total
+
+
+def prize_bound(n_total: int) -> float:
+    """Observation bound of ``prize``: 1, or the generator's largest prize 4/n when n < 4 nodes."""
+    return max(1.0, 4.0 / (n_total - 1))
 
 
 class PCTSPInstance(NamedTuple):
@@ -50,19 +55,51 @@ class PCTSPState(NamedTuple):
     mask: Tensor  # (B, N) bool, True = allowed
 
 
-class PCTSP:
+class PCTSP(Problem):
     name = "pctsp"
+    label = "PCTSP"
     has_depot = True
-    node_features: tuple[str, ...] = ("prize", "penalty")
-    node_indices: tuple[str, ...] = ("current_node",)  # observation keys holding a node index
     Instance = PCTSPInstance
+    policy = PolicyInputs(node_features=("prize", "penalty"), context_nodes=("current_node",),
+                          context_scalars=("prize_to_collect",))
+    drawing = Drawing(legend="square = depot   size = prize   red ring = penalty if skipped", paths="from_depot",
+                      size_by="prize", ring_by="penalty")
+    doc = EnvDoc(
+        summary="Prize-collecting TSP: collect a prize of at least 1, minimising length plus the penalties of the "
+                "nodes left out.",
+        description="Depot (node 0) and n nodes uniform in the unit square; penalties U(0, 3K/n) with K = 2/3/4 "
+                    "for n = 20/50/100 (interpolated for other n), prizes U(0, 4/n), as Kool et al. 2019 "
+                    "(deterministic prizes).",
+        action="the next node; 0 returns to the depot and ends the tour.",
+        observation=(("locs", "float32", "(N, 2)", "coordinates in [0, 1], depot first"),
+                     ("prize", "float32", "(N,)", "prize in [0, max(1, 4/n)], depot 0"),
+                     ("penalty", "float32", "(N,)", "penalty in [0, sqrt(2) N] if left unvisited, depot 0"),
+                     ("prize_to_collect", "float32", "(1,)", "``max(0, 1 - prize collected)``"),
+                     ("current_node", "int64 (``Discrete(N)``)", "()", "where the tour is (0 = depot)"),
+                     ("step", "float32", "(1,)", "actions taken, in [0, N]")),
+        mask="every unvisited node; the depot once the prize collected reaches 1, or when every node has been "
+             "visited.",
+        rewards="Minus the edge length of the step; the final (depot) step also subtracts the penalties of the "
+                "unvisited nodes. The rewards sum to minus the cost.",
+        starting_state='At the depot: a random instance, or ``options["instance"] = {"locs": (N, 2), "prize": '
+                       '(N,), "penalty": (N,)}``.',
+        episode_end="Terminates when the depot is chosen",
+        example='>>> float(obs["prize_to_collect"][0]), int(obs["action_mask"][0])\n(1.0, 0)')
+
+    @staticmethod
+    def gauge(state) -> tuple[float, str, bool]:
+        """The renderer's footer for a batch-1 state: (fill fraction, text, threshold reached)."""
+        got = float(state.collected[0])
+        left_out = float((state.instance.penalty[0] * ~state.visited[0]).sum())
+        return min(got, PRIZE_TO_COLLECT), f"prize {got:.2f} / 1.00    penalties unvisited {left_out:.2f}", \
+            got >= PRIZE_TO_COLLECT
 
     @staticmethod
     def generate(batch_size: int, num_nodes: int, *, generator: torch.Generator | None = None,
                  device: Any = None) -> PCTSPInstance:
         """B instances of ``num_nodes`` nodes plus a depot (node 0)."""
         n = check_num_nodes(num_nodes, minimum=1)
-        dev = resolve_device(generator, device)
+        dev = generation_device(generator, device)
         locs = torch.rand(batch_size, n + 1, 2, generator=generator, device=dev)
         penalty = torch.rand(batch_size, n, generator=generator, device=dev) * (3 * interpolate_table(PENALTY_SCALE, n) / n)
         prize = torch.rand(batch_size, n, generator=generator, device=dev) * (4.0 / n)
@@ -71,7 +108,7 @@ class PCTSP:
 
     @staticmethod
     def instance_from(data, *, batched: bool = False, device: Any = None) -> PCTSPInstance:
-        """Validated instance(s): ``locs`` (N, 2), ``prize`` (N,) in [0, 1] and ``penalty`` (N,) in
+        """Validated instance(s): ``locs`` (N, 2), ``prize`` (N,) in [0, max(1, 4/n)] and ``penalty`` (N,) in
         [0, sqrt(2) N], both 0 at the depot (leading B axis when ``batched``)."""
         data = instance_fields(data, ("locs", "prize", "penalty"))
         b, n = batch_size_of(data, batched)
@@ -82,16 +119,12 @@ class PCTSP:
         prize = as_float_tensor(data["prize"], "prize", lead + (n,), device).reshape(b, n)
         penalty = as_float_tensor(data["penalty"], "penalty", lead + (n,), device).reshape(b, n)
         check_range(locs, "locs", 0.0, 1.0)
-        check_range(prize, "prize", 0.0, 1.0)
+        check_range(prize, "prize", 0.0, prize_bound(n))
         check_range(penalty, "penalty", 0.0, penalty_bound(n))
         for name, field in (("prize", prize), ("penalty", penalty)):
             if (field[:, 0] != 0).any():
                 raise ValueError(f"instance field '{name}' must be 0 at the depot (node 0)")
         return PCTSPInstance(locs=locs, prize=prize, penalty=penalty)
-
-    @staticmethod
-    def num_nodes_total(num_nodes: int) -> int:
-        return num_nodes + 1
 
     @staticmethod
     def reset(instance: PCTSPInstance) -> PCTSPState:
@@ -128,14 +161,9 @@ class PCTSP:
         return new, edge + left_out
 
     @staticmethod
-    def noop(state: PCTSPState) -> Tensor:
-        """The action a finished sub-env takes: the depot."""
-        return torch.zeros_like(state.current)
-
-    @staticmethod
     def bounds(n_total: int) -> dict:
         """Observation entries as ``key -> (shape, low, high)`` (float32 Boxes in the env)."""
-        return {"step": ((1,), 0.0, float(n_total)), "locs": ((n_total, 2), 0.0, 1.0), "prize": ((n_total,), 0.0, 1.0),
+        return {"step": ((1,), 0.0, float(n_total)), "locs": ((n_total, 2), 0.0, 1.0), "prize": ((n_total,), 0.0, prize_bound(n_total)),
                 "penalty": ((n_total,), 0.0, penalty_bound(n_total)), "prize_to_collect": ((1,), 0.0, 1.0)}
 
     @staticmethod

@@ -12,8 +12,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
-    resolve_device, visit
+from .base import Drawing, EnvDoc, PolicyInputs, Problem, as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
+    generation_device, visit
 
 
 class TSPInstance(NamedTuple):
@@ -33,19 +33,43 @@ class TSPState(NamedTuple):
     mask: Tensor  # (B, N) bool, True = allowed
 
 
-class TSP:
+class TSP(Problem):
     name = "tsp"
+    label = "TSP"
     has_depot = False
-    node_features: tuple[str, ...] = ()
-    node_indices: tuple[str, ...] = ("first_node", "current_node")  # observation keys holding a node index
+    node_indices = ("first_node", "current_node")
+    min_num_nodes = 2
     Instance = TSPInstance
+    policy = PolicyInputs(node_features=(), context_nodes=("first_node", "current_node"), placeholder_at_start=True)
+    drawing = Drawing(legend="diamond = start   orange = current node", paths="tour")
+    doc = EnvDoc(
+        summary="Travelling salesman: visit each of N nodes once and return to the start, minimising length.",
+        description="N nodes uniform in the unit square (Kool, van Hoof & Welling, ICLR 2019). The first action "
+                    "chooses\nthe start node; every action appends a node to the tour.",
+        action="the next node.",
+        observation=(("locs", "float32", "(N, 2)", "coordinates in [0, 1]"),
+                     ("first_node", "int64 (``Discrete(N)``)", "()", "start node (0 before the first action)"),
+                     ("current_node", "int64 (``Discrete(N)``)", "()", "last node visited (0 before the first action)"),
+                     ("step", "float32", "(1,)", "actions taken, in [0, N]")),
+        mask="the unvisited nodes.",
+        rewards="Minus the length of the edge added by the step (0 for the first action); the last step also "
+                "adds\nthe closing edge back to the start. The episode's rewards sum to minus the tour length.",
+        starting_state='A fresh random instance from ``self.np_random``, or ``options["instance"] = {"locs": (N, 2)}``.',
+        episode_end="Terminates when every node is visited",
+        example='>>> obs["locs"].shape, int(obs["action_mask"].sum())\n((20, 2), 20)')
+
+    @staticmethod
+    def gauge(state) -> tuple[float, str, bool]:
+        """The renderer's footer for a batch-1 state: (fill fraction, text, threshold reached)."""
+        k, n = int(state.visited[0].sum()), state.visited.shape[1]
+        return k / n, f"visited {k} / {n}", False
 
     @staticmethod
     def generate(batch_size: int, num_nodes: int, *, generator: torch.Generator | None = None,
                  device: Any = None) -> TSPInstance:
         """B instances of N nodes, coordinates uniform in [0, 1]^2 (drawn on the generator's device)."""
         n = check_num_nodes(num_nodes)
-        dev = resolve_device(generator, device)
+        dev = generation_device(generator, device)
         return TSPInstance(locs=torch.rand(batch_size, n, 2, generator=generator, device=dev))
 
     @staticmethod
@@ -58,10 +82,6 @@ class TSP:
         locs = as_float_tensor(data["locs"], "locs", (b, n, 2) if batched else (n, 2), device)
         check_range(locs, "locs", 0.0, 1.0)
         return TSPInstance(locs=locs if batched else locs[None])
-
-    @staticmethod
-    def num_nodes_total(num_nodes: int) -> int:
-        return num_nodes
 
     @staticmethod
     def reset(instance: TSPInstance) -> TSPState:
