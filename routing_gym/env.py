@@ -106,7 +106,8 @@ class RoutingEnv(gym.Env):
                                  f"{self.n_total} (make one with num_nodes={self.problem.size_of(instance)})")
         self.state = self.problem.reset(instance)
         self._static = {key: value[0].numpy().astype(np.float32, copy=True)
-                        for key, value in instance._asdict().items() if key in self.observation_space.spaces}
+                        for key, value in instance._asdict().items()
+                        if key in self.observation_space.spaces and key not in self.problem.policy.dynamic_features}
         self._tour = []
         self._return = 0.0
         self._terminated = self._invalid = False

@@ -12,8 +12,8 @@ import routing_gym  # noqa: F401
 from routing_gym.problems import tour_cost
 from routing_gym.problems.base import invalid_penalty
 
-PROBLEMS = ("TSP", "CVRP", "OP", "PCTSP")
-FIXED_IDS = [f"routing/{p}-{n}" for p in PROBLEMS for n in (10, 20, 50, 100)]
+PROBLEMS = tuple(p.label for p in routing_gym.PROBLEMS.values())  # every problem in the registry
+FIXED_IDS = [f"routing/{p.label}-{n}" for p in routing_gym.PROBLEMS.values() for n in p.sizes]
 
 
 def random_episode(env, seed, rng):

@@ -20,7 +20,7 @@ from agents.visual import builtin_policy, nearest_policy, node_at, play, random_
 from routing_gym import render
 from routing_gym.render import CURRENT_COLOUR, DEPOT_COLOUR, ROUTE_COLOURS, Viewer, save_png, to_pixel
 
-PROBLEMS = ("tsp", "cvrp", "op", "pctsp")
+PROBLEMS = tuple(routing_gym.PROBLEMS)  # every problem in the registry
 SIZE = (240, 200)
 
 

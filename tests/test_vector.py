@@ -8,7 +8,7 @@ from gymnasium.vector import AutoresetMode
 import routing_gym  # noqa: F401
 from routing_gym.vector import RoutingVectorEnv
 
-PROBLEMS = ("TSP", "CVRP", "OP", "PCTSP")
+PROBLEMS = tuple(p.label for p in routing_gym.PROBLEMS.values())  # every problem in the registry
 
 
 def make_vec(problem, num_envs=4, n=10, **kwargs):
