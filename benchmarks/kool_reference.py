@@ -1,8 +1,9 @@
 """Kool et al.'s published weights run by our code: greedy mean cost vs the paper's Table 1, and time.
 
 Loads each reference model from ``../shared/reference-models/kool2019/`` (beside the repository) with
-:func:`agents.kool_weights.load_kool_weights`, decodes a seeded generated test set greedily on the
-vector env (:func:`agents.decoding.evaluate`) and prints one markdown row per problem and size::
+:func:`agents.policies.kool_weights.load_kool_weights`, decodes a seeded generated test set greedily on
+the vector env (:func:`agents.inference.rollout.evaluate`) and prints one markdown row per problem and
+size::
 
     python benchmarks/kool_reference.py                      # n = 20 and 50, 10,000 instances
     python benchmarks/kool_reference.py --num-instances 2000 --sizes 20 50 100 --threads 2
@@ -19,8 +20,8 @@ from pathlib import Path
 
 import torch
 
-from agents.decoding import evaluate
-from agents.kool_weights import load_kool_weights
+from agents.inference.rollout import evaluate
+from agents.policies.kool_weights import load_kool_weights
 from paper import paper_value
 from routing_gym.problems import get_problem
 

@@ -1,10 +1,10 @@
 """The policies of routing-gym on TSP-20 at an equal training budget (the same number of training instances):
 the Attention Model, the distance-biased Attention Model and the Pointer Network trained by REINFORCE
-(greedy-rollout baseline, :class:`agents.reinforce.Trainer`), the Attention Model with the critic and
-POMO baselines (POMO at the same number of *rollouts*: n times fewer instances, each from its n start
-nodes), and the Pointer Network trained by supervised
-learning on labelled tours (:mod:`agents.supervised`: farthest insertion + 2-opt labels on TSP-20, and/or
-exact Held-Karp labels on smaller instances, ``--label-nodes``). Every policy is decoded greedily on the
+(greedy-rollout baseline, :class:`agents.training.reinforce.Trainer`), the Attention Model with the critic
+and POMO baselines (POMO at the same number of *rollouts*: n times fewer instances, each from its n start
+nodes), and the Pointer Network trained by supervised learning on labelled tours
+(:mod:`agents.training.supervised`: farthest insertion + 2-opt labels on TSP-20, and/or exact Held-Karp
+labels on smaller instances, ``--label-nodes``). Every policy is decoded greedily on the
 same seeded validation set (the trainer's, ``val_seed`` 1234)::
 
     python benchmarks/policy_comparison.py                      # a few minutes per policy on 2 CPU cores
@@ -27,13 +27,14 @@ from pathlib import Path
 
 import torch
 
-from agents.decoding import evaluate
-from agents.exact import MAX_NODES
-from agents.heuristics import heuristic_tours
-from agents.pointer_network import PointerNetwork, PointerNetworkConfig
-from agents.pretrained import save_policy
-from agents.reinforce import TrainConfig, Trainer
-from agents.supervised import SupervisedConfig, label_tsp, train_supervised
+from agents.inference.rollout import evaluate
+from agents.policies.pointer_network import PointerNetwork, PointerNetworkConfig
+from agents.policies.pretrained import save_policy
+from agents.references.exact import MAX_NODES, label_tsp
+from agents.references.heuristics import heuristic_tours
+from agents.training.config import TrainConfig
+from agents.training.reinforce import Trainer
+from agents.training.supervised import SupervisedConfig, train_supervised
 from routing_gym.problems import TSP, tour_cost
 
 ROOT = Path(__file__).resolve().parents[1]

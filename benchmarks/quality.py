@@ -12,8 +12,8 @@ else LKH / OR-Tools / PyVRP, whichever are installed) and the wall-clock time fo
 ``--policy`` takes one or more of: ``kool`` (the published weights of Kool et al.,
 ``../shared/reference-models/kool2019`` beside the repository), ``pretrained`` (the models shipped in
 ``agents/weights``) or a checkpoint path with ``{problem}`` and ``{n}`` filled in. A policy is decoded by
-the ``--strategies`` of :mod:`agents.search`: greedily, by best of ``--samples`` samples, by beam search
-of width ``--beam-width`` and by multi-start with the 8 augmentations. Problems and sizes a policy has
+the ``--strategies`` of :mod:`agents.inference.search`: greedily, by best of ``--samples`` samples, by
+beam search of width ``--beam-width`` and by multi-start with the 8 augmentations. Problems and sizes a policy has
 no weights for are skipped.
 
 The "paper" column holds Kool et al. 2019's Table 1 means on their own test set (:mod:`paper`) for the
@@ -34,9 +34,9 @@ from pathlib import Path
 
 import torch
 
-from agents.heuristics import heuristic_tours
-from agents.search import decode
-from agents.solvers import SUPPORTED, available, solve
+from agents.inference.search import decode
+from agents.references.heuristics import heuristic_tours
+from agents.references.solvers import SUPPORTED, available, solve
 from paper import TABLE1, paper_value
 from routing_gym.problems import get_problem, tour_cost
 
@@ -69,16 +69,16 @@ STRATEGIES = {  # name: (paper's key, label); the label's {} is filled with the 
 def load_policy(spec: str, problem: str, n: int):
     """``(policy, row label)`` of ``spec`` for one problem and size, or None when it has none."""
     if spec == "pretrained":
-        from agents.pretrained import load_pretrained, pretrained_path
+        from agents.policies.pretrained import load_pretrained, pretrained_path
 
         return (load_pretrained(problem, n).eval(), POLICY_LABELS[spec]) if pretrained_path(problem, n).is_file() else None
     if spec == "kool":
-        from agents.kool_weights import load_kool_weights
+        from agents.policies.kool_weights import load_kool_weights
 
         folder = KOOL / KOOL_FOLDERS[problem].format(n=n)
         return (load_kool_weights(folder).eval(), POLICY_LABELS[spec]) if folder.is_dir() else None
-    from agents.checkpoint import load_checkpoint
-    from agents.pretrained import load_policy_file
+    from agents.policies.checkpoint import load_checkpoint
+    from agents.policies.pretrained import load_policy_file
 
     path = Path(spec.format(problem=problem, n=n))
     if not path.is_file():

@@ -24,8 +24,9 @@ from importlib.metadata import version
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from agents.decoding import evaluate
-from agents.reinforce import TrainConfig, Trainer
+from agents.inference.rollout import evaluate
+from agents.training.config import TrainConfig
+from agents.training.reinforce import Trainer
 from routing_gym.problems import get_problem
 
 EPOCH = 1_280_000

@@ -21,7 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from agents.checkpoint import load_checkpoint  # noqa: E402
+from agents.policies.checkpoint import load_checkpoint  # noqa: E402
 from paper import paper_value  # noqa: E402
 
 

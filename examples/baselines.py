@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from agents.decoding import evaluate
-from agents.heuristics import NearestNeighbour
-from agents.pretrained import load_pretrained
+from agents.inference.rollout import evaluate
+from agents.policies.pretrained import load_pretrained
+from agents.references.heuristics import NearestNeighbour
 from routing_gym.problems import TSP, tour_cost
 
 

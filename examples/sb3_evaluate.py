@@ -27,7 +27,7 @@ from sb3_contrib import MaskablePPO
 from sb3_contrib.common.maskable.evaluation import evaluate_policy
 from stable_baselines3.common.monitor import Monitor
 
-from agents.sb3_extractor import AttentionPolicy
+from agents.policies.sb3_extractor import AttentionPolicy
 from baselines import print_comparison, reference_costs, test_instances
 from routing_gym.sb3 import SB3VecEnv, evaluate_costs, make_sb3_vec_env
 

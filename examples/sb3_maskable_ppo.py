@@ -3,7 +3,7 @@ attention encoder, compared with nearest neighbour and the shipped attention mod
 
 - ``--policy mlp``: SB3's ``MultiInputPolicy`` (every observation entry flattened and concatenated,
   an MLP on top);
-- ``--policy attention``: :class:`agents.sb3_extractor.AttentionPolicy`, the Attention Model's
+- ``--policy attention``: :class:`agents.policies.sb3_extractor.AttentionPolicy`, the Attention Model's
   encoder as features extractor and a pointer action head;
 - ``--policy both`` (default): one after the other, same budget, same evaluation instances.
 
@@ -27,7 +27,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 from sb3_contrib import MaskablePPO
 
-from agents.sb3_extractor import AttentionPolicy
+from agents.policies.sb3_extractor import AttentionPolicy
 from baselines import print_comparison, reference_costs, test_instances
 from routing_gym.sb3 import SB3VecEnv, evaluate_costs, make_sb3_vec_env
 

@@ -4,8 +4,8 @@ The vector env hands torch tensors on its device straight to the policy (``array
 an episode of B instances is N batched steps with no numpy round trip. With
 ``autoreset_mode=DISABLED`` every sub-env stops when its tour is complete (its mask then allows only
 the no-op node, whose log-probability is 0), so one ``reset`` + N ``step`` calls is exactly one batch
-of episodes. The policy is the Attention Model (:mod:`agents.attention_model`), smaller than the
-paper's so that the default run takes a few minutes on a CPU; the baseline is the batch's mean cost.
+of episodes. The policy is the Attention Model (:mod:`agents.policies.attention_model`), smaller than
+the paper's so that the default run takes a few minutes on a CPU; the baseline is the batch's mean cost.
 
 Usage::
 
@@ -22,8 +22,8 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 import routing_gym  # noqa: F401  (registers the routing/ ids)
-from agents.attention_model import AttentionModel, AttentionModelConfig
-from agents.decoding import evaluate
+from agents.inference.rollout import evaluate
+from agents.policies.attention_model import AttentionModel, AttentionModelConfig
 from baselines import print_comparison, reference_costs, test_instances
 
 
@@ -63,7 +63,7 @@ def main(argv=None) -> None:
         cost = torch.zeros(args.batch_size, device=args.device)  # (B,)
         terminated = torch.zeros(args.batch_size, dtype=torch.bool, device=args.device)
         while not bool(terminated.all()):
-            log_p = policy.log_probs(cache, obs)  # (B, N), -inf at masked nodes
+            log_p, cache = policy.log_probs(cache, obs)  # (B, N), -inf at masked nodes; the next cache
             action = torch.multinomial(log_p.exp(), 1).squeeze(1)  # (B,)
             log_likelihood = log_likelihood + log_p.gather(1, action[:, None]).squeeze(1)
             obs, reward, terminated, truncated, info = env.step(action)

@@ -20,7 +20,7 @@ else its routes costed), a TSPLIB ``NAME.opt.tour`` next to it (costed), or an
 
 A policy sees only the scaled coordinates, so it optimises unrounded distances; a tour that is optimal
 for those can cost a unit more under ``nint`` (eil51: 427 instead of 426). A solver can work in the
-file's convention instead: ``agents.solvers.solve(real.problem, real.instance, "lkh",
+file's convention instead: ``agents.references.solvers.solve(real.problem, real.instance, "lkh",
 distances=distance_matrix(real)[None])`` finds 426.
 
 Instances that cannot be represented are rejected with a :class:`ValueError` that says why: explicit

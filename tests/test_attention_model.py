@@ -1,5 +1,6 @@
-"""The Attention Model policy (agents/attention_model.py) and the importer of Kool et al.'s weights
-(agents/kool_weights.py): masks, log-likelihoods, acting in the single env, and the published results."""
+"""The Attention Model policy (agents/policies/attention_model.py) and the importer of Kool et al.'s
+weights (agents/policies/kool_weights.py): masks, log-likelihoods, acting in the single env, and the
+published results."""
 from __future__ import annotations
 
 import json
@@ -13,9 +14,9 @@ import torch
 import torch.nn.functional as F
 
 import routing_gym  # noqa: F401  (registers the envs)
-from agents.attention_model import AttentionModel, AttentionModelConfig
-from agents.decoding import evaluate, make_env, rollout
-from agents.kool_weights import load_kool_weights
+from agents.inference.rollout import evaluate, make_env, rollout
+from agents.policies.attention_model import AttentionModel, AttentionModelConfig
+from agents.policies.kool_weights import load_kool_weights
 from routing_gym.problems import get_problem
 
 PROBLEMS = ("tsp", "cvrp", "op", "pctsp")
@@ -50,9 +51,9 @@ def test_log_probs__tsp_uses_the_placeholder_at_step_0():
     with torch.no_grad():
         cache = model.precompute(obs)
         moved = dict(obs, first_node=torch.full((4,), 3), current_node=torch.full((4,), 7))
-        torch.testing.assert_close(model.log_probs(cache, obs), model.log_probs(cache, moved))
+        torch.testing.assert_close(model.log_probs(cache, obs)[0], model.log_probs(cache, moved)[0])
         later = dict(moved, step=torch.ones(4, 1))
-        assert not torch.allclose(model.log_probs(cache, obs), model.log_probs(cache, later))
+        assert not torch.allclose(model.log_probs(cache, obs)[0], model.log_probs(cache, later)[0])
 
 
 @pytest.mark.parametrize("problem", PROBLEMS)
@@ -157,7 +158,7 @@ def test_kool_weights__first_step_matches_their_formulas(folder, problem, varian
     state = torch.load(path, weights_only=True)["model"]
     _, _, obs = reset_env(problem, 20, 64, seed=5, **variant)
     with torch.no_grad():
-        ours = model.log_probs(model.precompute(obs), obs)
+        ours, _ = model.log_probs(model.precompute(obs), obs)
         theirs = kool_first_step(state, obs, features, scalar)
     torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
 

@@ -1,7 +1,7 @@
 """The ``routing-gym`` command line: render and eval with heuristics, errors as messages."""
 import pytest
 
-from agents.cli import main
+from agents.apps.cli import main
 
 
 def test_render__records_a_comparison_gif(tmp_path, capsys):

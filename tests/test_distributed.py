@@ -6,8 +6,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from agents.decoding import make_env, rollout
-from agents.reinforce import RANK_SEED_STRIDE, TrainConfig, Trainer
+from agents.inference.rollout import make_env, rollout
+from agents.training.config import TrainConfig
+from agents.training.reinforce import RANK_SEED_STRIDE, Trainer
 
 WORLD = 2
 MODEL = {"embed_dim": 16, "n_heads": 2, "n_layers": 1, "ff_hidden": 32}

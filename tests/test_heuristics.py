@@ -5,11 +5,11 @@ import math
 import pytest
 import torch
 
-from agents.decoding import evaluate
-from agents.exact import brute_force, held_karp
-from agents.heuristics import (HEURISTICS, heuristic_tours, improve_routes, insertion_tsp, nearest_neighbour_tsp,
-                               replay, two_opt)
-from agents.solvers import METHODS, SUPPORTED, available, repair, solve
+from agents.inference.rollout import evaluate, replay
+from agents.references.exact import brute_force, held_karp
+from agents.references.heuristics import (HEURISTICS, heuristic_tours, improve_routes, insertion_tsp,
+                                          nearest_neighbour_tsp, two_opt)
+from agents.references.solvers import METHODS, SUPPORTED, available, repair, solve
 from routing_gym.problems import CVRP, OP, PCTSP, PROBLEMS, TSP, tour_cost
 
 

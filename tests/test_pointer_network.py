@@ -1,8 +1,10 @@
-"""More policies (issue 10): the Pointer Network (agents/pointer_network.py), the distance-biased Attention
-Model (AttentionModelConfig.distance_bias), supervised training and the Pointer Network text format
-(agents/supervised.py)."""
+"""More policies (issue 10): the Pointer Network (agents/policies/pointer_network.py), the distance-biased
+Attention Model (AttentionModelConfig.distance_bias), supervised training and the Pointer Network text
+format (agents/training/supervised.py)."""
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 
 import gymnasium as gym
@@ -11,13 +13,14 @@ import pytest
 import torch
 
 import routing_gym  # noqa: F401  (registers the envs)
-from agents.attention_model import AttentionModel, AttentionModelConfig, SelfAttention
-from agents.decoding import make_env, rollout
-from agents.exact import brute_force
-from agents.pointer_network import PointerNetwork, PointerNetworkConfig
-from agents.reinforce import TrainConfig, Trainer
-from agents.supervised import (SupervisedConfig, label_tsp, parse_ptrnet_line, read_ptrnet, teacher_forcing_nll,
-                               train_supervised, write_ptrnet)
+from agents.inference.rollout import make_env, rollout
+from agents.policies.attention_model import AttentionModel, AttentionModelConfig, SelfAttention
+from agents.policies.pointer_network import PointerNetwork, PointerNetworkConfig
+from agents.references.exact import brute_force, label_tsp
+from agents.training.config import TrainConfig
+from agents.training.reinforce import Trainer
+from agents.training.supervised import (SupervisedConfig, parse_ptrnet_line, read_ptrnet, teacher_forcing_nll,
+                                        train_supervised, write_ptrnet)
 from routing_gym.problems import TSP, get_problem, tour_cost
 
 PROBLEMS = ("tsp", "cvrp", "op", "pctsp")
@@ -60,7 +63,7 @@ def test_log_probs__minus_inf_exactly_at_masked_nodes(make, problem):
     with torch.no_grad():
         cache = model.precompute(obs)
         while not bool(env.state.done.all()):
-            logp = model.log_probs(cache, obs)
+            logp, cache = model.log_probs(cache, obs)
             mask = obs["action_mask"]
             assert logp.shape == mask.shape == (12, get_problem(problem).num_nodes_total(8))
             assert torch.equal(torch.isneginf(logp), ~mask)
@@ -89,15 +92,53 @@ def test_pointer__repeated_call_on_one_observation_does_not_advance_the_state():
     model = pointer("tsp")
     env, _, obs = reset_env("tsp", 6, 4)
     with torch.no_grad():
-        cache = model.precompute(obs)
-        first = model.log_probs(cache, obs)
-        torch.testing.assert_close(model.log_probs(cache, obs), first)
+        start = model.precompute(obs)
+        first, cache = model.log_probs(start, obs)
+        again, cache = model.log_probs(cache, obs)  # the returned cache on the same observation: no step
+        torch.testing.assert_close(again, first)
         obs, *_ = env.step(first.argmax(dim=1))
-        second = model.log_probs(cache, obs)
-        torch.testing.assert_close(model.log_probs(cache, obs), second)
+        second, cache = model.log_probs(cache, obs)
+        again, cache = model.log_probs(cache, obs)
+        torch.testing.assert_close(again, second)
         assert torch.equal(cache.seen, torch.ones(4, dtype=torch.long))
+        assert torch.equal(start.seen, torch.full((4,), -1))  # the caches passed in were left alone
         with pytest.raises(ValueError, match="first observation"):
             model.precompute(obs)
+
+
+@pytest.mark.parametrize("make", NETWORKS.values(), ids=NETWORKS.keys())
+@pytest.mark.parametrize("problem", ("tsp", "cvrp"))
+def test_log_probs__returns_the_next_cache_and_never_modifies_its_inputs(make, problem):
+    """The policy protocol: a step is a function of (cache, obs); stepping twice from one cache gives the
+    same log-probabilities and caches, and the cache and observation passed in keep their values."""
+    model = make(problem).eval()
+    env, _, obs = reset_env(problem, 6, 5)
+    with torch.no_grad():
+        cache = model.precompute(obs)
+        for _ in range(3):
+            before = copy.deepcopy((cache, obs))
+            logp, following = model.log_probs(cache, obs)
+            logp_again, following_again = model.log_probs(cache, obs)
+            torch.testing.assert_close(logp_again, logp)
+            assert_trees_equal(following_again, following)
+            assert_trees_equal((cache, obs), before)
+            obs, *_ = env.step(logp.argmax(dim=1))
+            cache = following
+
+
+def assert_trees_equal(a, b):
+    if isinstance(a, torch.Tensor):
+        assert torch.equal(a, b)
+    elif isinstance(a, (tuple, list)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_trees_equal(x, y)
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            assert_trees_equal(a[k], b[k])
+    else:  # a dataclass
+        assert_trees_equal(dataclasses.astuple(a), dataclasses.astuple(b))
 
 
 def test_distance_bias__off_by_default_and_default_parameters_unchanged():

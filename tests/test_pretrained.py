@@ -1,10 +1,15 @@
-"""The shipped models: they load with their metadata and beat the nearest-neighbour heuristic."""
+"""The shipped models: they load with their metadata and beat the nearest-neighbour heuristic, and
+loading one imports no trainer, reference or app."""
+import json
+import subprocess
+import sys
+
 import pytest
 import torch
 
-from agents.decoding import evaluate
-from agents.heuristics import NearestNeighbour
-from agents.pretrained import available_pretrained, load_pretrained, pretrained_meta
+from agents.inference.rollout import evaluate
+from agents.policies.pretrained import available_pretrained, load_pretrained, pretrained_meta
+from agents.references.heuristics import NearestNeighbour
 from routing_gym.problems import get_problem
 
 
@@ -29,6 +34,30 @@ def test_load_pretrained__at_the_package_top():
     assert agents.load_pretrained("op", 20).config.problem == "op"
 
 
+def test_load_pretrained__imports_neither_the_trainer_nor_references_nor_apps():
+    """``agents.load_pretrained`` needs the policies layer only: not scipy (the t-test), the training
+    subpackage (and its DDP), the references or the apps. Modules that ``import torch`` loads by itself
+    (in some versions ``torch.distributed`` and ``torch.nn.parallel.distributed``) are not held against it."""
+    script = """
+import json, sys
+import torch
+before = set(sys.modules)
+import agents
+model = agents.load_pretrained("tsp", 20)
+assert model.config.problem == "tsp"
+print(json.dumps({"before": sorted(before), "after": sorted(sys.modules)}))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    loaded = set(seen["after"]) - set(seen["before"])
+    assert "agents.policies.pretrained" in loaded
+    forbidden = ("scipy", "agents.training", "agents.training.reinforce", "agents.training.distributed",
+                 "agents.references", "agents.apps", "agents.inference", "torch.distributed",
+                 "torch.nn.parallel.distributed")
+    assert not [m for m in forbidden if m in loaded], sorted(m for m in forbidden if m in loaded)
+    assert not [m for m in loaded if m.startswith("scipy.")]
+
+
 def test_load_pretrained__names_what_is_available():
     with pytest.raises(ValueError, match="no shipped model for cvrp-77; available"):
         load_pretrained("cvrp", 77)
@@ -38,7 +67,7 @@ def test_load_pretrained__names_what_is_available():
 def test_compare__table_of_heuristics_and_shipped_model_and_picture(tmp_path):
     from PIL import Image
 
-    from agents.compare import compare_problem, picture, table
+    from agents.apps.compare import compare_problem, picture, table
 
     rows = compare_problem("tsp", 20, 40, seed=4321)
     by_method = {r["method"]: r for r in rows}

@@ -5,8 +5,9 @@ import sys
 import pytest
 import torch
 
-from agents.checkpoint import load_checkpoint
-from agents.reinforce import TrainConfig, Trainer, paired_t_test_better
+from agents.policies.checkpoint import load_checkpoint
+from agents.training.config import TrainConfig
+from agents.training.reinforce import Trainer, paired_t_test_better
 
 SMALL_MODEL = {"embed_dim": 32, "n_heads": 4, "n_layers": 1, "ff_hidden": 64}
 
@@ -68,23 +69,23 @@ def test_checkpoint__corrupt_or_foreign_files_are_named(tmp_path):
 
 def test_cli__train_then_eval_a_checkpoint(tmp_path):
     out = tmp_path / "cli"
-    cmd = [sys.executable, "-m", "agents.cli", "train", "--problem", "cvrp", "--num-nodes", "5", "--epochs", "1",
+    cmd = [sys.executable, "-m", "agents.apps.cli", "train", "--problem", "cvrp", "--num-nodes", "5", "--epochs", "1",
            "--epoch-size", "64", "--batch-size", "32", "--eval-size", "64", "--val-size", "64",
            "--baseline", "exponential", "--out-dir", str(out), "--no-progress"]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
-    res = subprocess.run([sys.executable, "-m", "agents.cli", "eval", "--problem", "cvrp", "--num-nodes", "5",
+    res = subprocess.run([sys.executable, "-m", "agents.apps.cli", "eval", "--problem", "cvrp", "--num-nodes", "5",
                           "--policy", str(out / "last.pt"), "--num-instances", "50"],
                          check=True, capture_output=True, text=True)
     assert "cvrp-5" in res.stdout and "mean cost" in res.stdout
-    res = subprocess.run([sys.executable, "-m", "agents.cli", "export", "--checkpoint", str(out / "last.pt"),
+    res = subprocess.run([sys.executable, "-m", "agents.apps.cli", "export", "--checkpoint", str(out / "last.pt"),
                           "--out", str(tmp_path / "cvrp5.pt")], check=True, capture_output=True, text=True)
     assert "cvrp-5, 64 instances seen" in res.stdout
     meta = load_checkpoint(tmp_path / "cvrp5.pt", kind="policy")["meta"]
     assert meta["problem"] == "cvrp" and meta["instances_seen"] == 64 and meta["val_cost"] > 0
-    res = subprocess.run([sys.executable, "-m", "agents.cli", "eval", "--problem", "tsp", "--num-nodes", "5",
+    res = subprocess.run([sys.executable, "-m", "agents.apps.cli", "eval", "--problem", "tsp", "--num-nodes", "5",
                           "--policy", str(out / "last.pt"), "--num-instances", "5"], capture_output=True, text=True)
     assert res.returncode == 2 and "holds a cvrp policy, not tsp" in res.stderr
-    resume = [sys.executable, "-m", "agents.cli", "train", "--resume", str(out / "last.pt"), "--epochs", "2",
+    resume = [sys.executable, "-m", "agents.apps.cli", "train", "--resume", str(out / "last.pt"), "--epochs", "2",
               "--no-progress"]
     res = subprocess.run(resume + ["--lr", "0.01"], capture_output=True, text=True)
     assert res.returncode == 2 and "not --lr" in res.stderr  # a setting resume would not honour is refused
@@ -94,7 +95,7 @@ def test_cli__train_then_eval_a_checkpoint(tmp_path):
 
 
 def test_metrics_csv__a_new_column_widens_the_header_of_an_older_run(tmp_path):
-    from agents.reinforce import _append_csv
+    from agents.training.reinforce import _append_csv
 
     path = tmp_path / "metrics.csv"
     path.write_text("epoch,val_cost\n0,4.5\n")

@@ -1,4 +1,4 @@
-"""Rendering (routing_gym.render) and visual rollouts (agents.visual), headless."""
+"""Rendering (routing_gym.render) and visual rollouts (agents.apps.visual), headless."""
 import os
 
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
@@ -15,8 +15,8 @@ import torch
 
 import routing_gym  # noqa: F401
 import routing_gym.vector
-from agents import visual
-from agents.visual import builtin_policy, nearest_policy, node_at, play, random_policy, record
+from agents.apps import visual
+from agents.apps.visual import builtin_policy, nearest_policy, node_at, play, random_policy, record
 from routing_gym import render
 from routing_gym.render import CURRENT_COLOUR, DEPOT_COLOUR, ROUTE_COLOURS, Viewer, save_png, to_pixel
 
@@ -152,14 +152,14 @@ def test_viewer__window_close_button_closes_cleanly():
 
     env = make("op", n=5)
     env.reset(seed=0)
-    state, problem = env.unwrapped.state, env.unwrapped.problem
+    state = env.unwrapped.state
     viewer = Viewer("op", render_mode="human", fps=1000, size=(200, 200))
-    assert viewer.draw(problem, state, [], 0.0) is None
+    assert viewer.draw(state, [], 0.0) is None
     assert pygame.display.get_surface() is not None
     pygame.event.post(pygame.event.Event(pygame.QUIT))
-    assert viewer.draw(problem, state, [], 0.0) is None
+    assert viewer.draw(state, [], 0.0) is None
     assert not pygame.display.get_init()
-    assert viewer.draw(problem, state, [], 0.0) is None  # no-op, no crash
+    assert viewer.draw(state, [], 0.0) is None  # no-op, no crash
     viewer.close()
 
 

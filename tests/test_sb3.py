@@ -16,8 +16,8 @@ from stable_baselines3.common.preprocessing import preprocess_obs  # noqa: E402
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor  # noqa: E402
 
 import routing_gym  # noqa: E402, F401
-from agents.attention_model import AttentionModel, AttentionModelConfig  # noqa: E402
-from agents.sb3_extractor import AttentionExtractor, AttentionPolicy  # noqa: E402
+from agents.policies.attention_model import AttentionModel, AttentionModelConfig  # noqa: E402
+from agents.policies.sb3_extractor import AttentionExtractor, AttentionPolicy  # noqa: E402
 from routing_gym.sb3 import SB3VecEnv, evaluate_costs, make_sb3_vec_env  # noqa: E402
 
 PROBLEMS = ("TSP", "CVRP", "OP", "PCTSP")

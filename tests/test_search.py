@@ -5,11 +5,12 @@ import itertools
 import pytest
 import torch
 
-from agents.attention_model import AttentionModel, AttentionModelConfig
-from agents.decoding import make_env, rollout
-from agents.heuristics import NearestNeighbour
-from agents.pointer_network import PointerNetwork, PointerNetworkConfig
-from agents.search import augment, augment_locs, beam_search, decode, greedy, multistart, sample_best
+from agents.inference.rollout import make_env, rollout
+from agents.inference.search import augment, augment_locs, beam_search, decode, greedy, multistart, sample_best
+from agents.policies.attention_model import AttentionModel, AttentionModelConfig
+from agents.policies.pointer_network import PointerNetwork, PointerNetworkConfig
+from agents.policies.protocol import select_rows
+from agents.references.heuristics import NearestNeighbour
 from routing_gym.problems import OP, PROBLEMS, tour_cost
 
 N = 6
@@ -60,7 +61,7 @@ def test_sample__best_of_k_is_the_cheapest_of_its_samples(case):
     best = sample_best(policy, problem, inst, k, batch_size=B * k, generator=torch.Generator().manual_seed(3))
     valid(problem, inst, best)
     # the same k samples drawn directly: one rollout of B * k rows, copies of an instance adjacent
-    rows = type(inst)(*(f.repeat_interleave(k, dim=0) for f in inst))
+    rows = select_rows(inst, torch.arange(B).repeat_interleave(k))
     env = make_env(problem, N, B * k)
     with torch.no_grad():
         out = rollout(policy, env, rows, strategy="sample", generator=torch.Generator().manual_seed(3))
@@ -123,8 +124,8 @@ def test_decode__strategies_and_errors():
 def test_beam__scores_are_the_policys_log_likelihood_of_the_beam(problem, policy):
     """Each beam's summed log-probability is what teacher forcing its actions gives: the recurrent Pointer
     Network's decoder state follows its beam when beams are re-ranked."""
-    from agents.search import beam_rows
-    from agents.supervised import teacher_forcing_nll
+    from agents.inference.search import beam_rows
+    from agents.training.supervised import teacher_forcing_nll
 
     net, core = POLICIES[policy](problem), PROBLEMS[problem]
     with torch.no_grad():  # an untrained network's logits barely depend on its decoder state: sharpen them

@@ -9,8 +9,8 @@ import torch
 
 pytest.importorskip("vrplib")
 
-from agents.heuristics import NearestNeighbour  # noqa: E402
-from agents.search import greedy  # noqa: E402
+from agents.inference.search import greedy  # noqa: E402
+from agents.references.heuristics import NearestNeighbour  # noqa: E402
 from routing_gym import tsplib  # noqa: E402
 
 
@@ -143,7 +143,7 @@ def test_distance_conventions(tmp_path, ewt, expected):
 
 def test_solver_in_the_files_own_distances_finds_the_optimum():
     pytest.importorskip("elkai")
-    from agents.solvers import solve
+    from agents.references.solvers import solve
 
     real = tsplib.load(data_file("eil51.tsp"), table={"eil51": 426})
     out = solve("tsp", real.instance, "lkh", 1.0, progress=False, distances=tsplib.distance_matrix(real)[None])

@@ -15,22 +15,22 @@ PROBLEM_CHOICES = sorted(PROBLEMS)
 
 
 def load_policy(spec: str, problem: str, num_nodes: int, device="cpu"):
-    """A policy of the decoding protocol from ``spec``: a heuristic's name, ``pretrained``, or a
-    checkpoint path (a routing-gym checkpoint, or the reference weights of Kool et al., told apart by
-    their content)."""
-    from .heuristics import HEURISTICS
+    """A policy of the protocol (:mod:`agents.policies.protocol`) from ``spec``: a heuristic's name,
+    ``pretrained``, or a checkpoint path (a routing-gym checkpoint, or the reference weights of Kool et
+    al., told apart by their content)."""
+    from ..references.heuristics import HEURISTICS
 
     if spec in HEURISTICS:
         return HEURISTICS[spec]()
     if spec == "pretrained":
-        from .pretrained import load_pretrained
+        from ..policies.pretrained import load_pretrained
 
         return load_pretrained(problem, num_nodes, device=device)
     path = Path(spec)
     if not path.exists():
         raise ValueError(f"policy {spec!r} is neither a heuristic ({sorted(HEURISTICS)}), 'pretrained', "
                          f"nor an existing checkpoint file")
-    from .pretrained import load_policy_file
+    from ..policies.pretrained import load_policy_file
 
     policy = load_policy_file(path, device=device)
     if policy.config.problem != problem:
@@ -38,26 +38,10 @@ def load_policy(spec: str, problem: str, num_nodes: int, device="cpu"):
     return policy
 
 
-def init_distributed(device: str | None) -> str:
-    """Join the process group that ``torchrun`` describes (env://): NCCL on CUDA, gloo on the CPU.
-    Returns the device this rank trains on (``cuda:LOCAL_RANK`` when CUDA is used)."""
-    import os
-
-    import torch.distributed as dist
-
-    if "RANK" not in os.environ:
-        raise ValueError("--distributed needs torchrun (e.g. torchrun --nproc_per_node 2 -m agents.train ...)")
-    cuda = torch.cuda.is_available() and (device in (None, "auto") or str(device).startswith("cuda"))
-    dist.init_process_group("nccl" if cuda else "gloo")
-    if cuda:
-        local = int(os.environ.get("LOCAL_RANK", 0))
-        torch.cuda.set_device(local)
-        return f"cuda:{local}"
-    return "cpu"
-
-
 def cmd_train(args) -> int:
-    from .reinforce import TrainConfig, Trainer
+    from ..training.config import TrainConfig
+    from ..training.distributed import init_distributed
+    from ..training.reinforce import Trainer
 
     if args.distributed:
         args.device = init_distributed(args.device)
@@ -86,7 +70,8 @@ def cmd_train(args) -> int:
 def cmd_eval(args) -> int:
     from routing_gym.data import load_dataset
 
-    from .search import decode
+    from ..inference.search import decode
+    from ..policies.protocol import select_rows
 
     gen = torch.Generator(device=args.device).manual_seed(args.seed)
     options = dict(num_samples=args.samples, beam_width=args.beam_width, augment=args.augment,
@@ -100,12 +85,12 @@ def cmd_eval(args) -> int:
     extras = {}
     if args.dataset:
         instances, extras = load_dataset(args.dataset, args.problem)
-        num_nodes = instances.locs.shape[1] - (1 if problem.has_depot else 0)
+        num_nodes = problem.size_of(instances)
         source = args.dataset
         if args.limit is not None:  # the first LIMIT instances, with their references
             if args.limit < 1:
                 raise ValueError(f"--limit must be >= 1, got {args.limit}")
-            instances = type(instances)(*(f[:args.limit] for f in instances))
+            instances = select_rows(instances, slice(None, args.limit))
             extras = {k: v[:args.limit] for k, v in extras.items()}
             source = f"the first {len(instances.locs)} instances of {args.dataset}"
     else:
@@ -143,13 +128,13 @@ def eval_real_instances(args, options) -> int:
 
     from routing_gym import tsplib
 
-    from .search import decode
+    from ..inference.search import decode
 
     paths = [p for pattern in args.instances for p in (sorted(glob.glob(pattern)) or [pattern])]
     policies = {}
 
     def tours(problem_name, instance):
-        n = instance.locs.shape[1] - (1 if get_problem(problem_name).has_depot else 0)
+        n = get_problem(problem_name).size_of(instance)
         key = (problem_name, n if args.policy == "pretrained" else None)  # checkpoints load once
         if key not in policies:
             policies[key] = load_policy(args.policy, problem_name, n, device=args.device)
@@ -167,7 +152,7 @@ def eval_real_instances(args, options) -> int:
 def cmd_solve(args) -> int:
     from routing_gym.data import load_dataset, save_dataset
 
-    from .solvers import solve
+    from ..references.solvers import solve
 
     problem = get_problem(args.problem)
     variant = {"prize_type": args.prize_type} if args.problem == "op" else {}
@@ -178,7 +163,7 @@ def cmd_solve(args) -> int:
             raise ValueError("solve needs --num-nodes (or --dataset)")
         instances = problem.generate(args.num_instances, args.num_nodes,
                                      generator=torch.Generator().manual_seed(args.seed), **variant)
-    num_nodes = instances.locs.shape[1] - (1 if problem.has_depot else 0)
+    num_nodes = problem.size_of(instances)
     out = solve(problem, instances, args.method, args.time_limit, progress=not args.no_progress, seed=args.seed,
                 workers=args.workers)
     repaired = f", {out.repaired} tour(s) repaired" if out.repaired else ""
@@ -192,7 +177,7 @@ def cmd_solve(args) -> int:
 
 def env_policies(specs: list[str], problem: str, num_nodes: int, seed: int) -> list:
     """``policy(env, obs)`` callables for ``render``/``play``: built-in ones by name, else checkpoints."""
-    from .decoding import env_policy
+    from ..inference.rollout import env_policy
     from .visual import BUILTIN_POLICIES, builtin_policy
 
     out = []
@@ -223,7 +208,7 @@ def cmd_render(args) -> int:
 def cmd_play(args) -> int:
     from .visual import play
 
-    from .pretrained import pretrained_path
+    from ..policies.pretrained import pretrained_path
 
     spec = args.opponent
     if spec is None:  # the bundled policy when one is shipped for this problem and size, else nearest
@@ -250,7 +235,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from .pretrained import export_policy
+    from ..policies.pretrained import export_policy
 
     meta = export_policy(args.checkpoint, args.out)
     print(f"wrote {args.out}: {meta['problem']}-{meta['num_nodes']}, {meta['instances_seen']} instances seen, "

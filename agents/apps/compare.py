@@ -1,7 +1,7 @@
 """The shipped models against the classic heuristics: one table and one picture (``routing-gym compare``).
 
-For each problem with a shipped model at the chosen size (:func:`agents.pretrained.available_pretrained`),
-a seeded test set is decoded by the heuristics of :mod:`agents.heuristics` and by the shipped attention
+For each problem with a shipped model at the chosen size (:func:`agents.policies.pretrained.available_pretrained`),
+a seeded test set is decoded by the heuristics of :mod:`agents.references.heuristics` and by the shipped attention
 model (greedy, and greedy over the 8 symmetries of the unit square). The table gives per method the mean
 cost, the mean gap to the best method *of the table* on each instance, and the wall-clock time. The
 picture shows, per problem, the shipped model's solution and the nearest-neighbour one on the same
@@ -17,9 +17,9 @@ import torch
 
 from routing_gym.problems import get_problem, tour_cost
 
-from .heuristics import heuristic_tours
-from .pretrained import available_pretrained, load_pretrained
-from .search import greedy
+from ..inference.search import greedy
+from ..policies.pretrained import available_pretrained, load_pretrained
+from ..references.heuristics import heuristic_tours
 
 HEURISTICS = {"tsp": ["nearest", "farthest_insertion", "2opt"], "cvrp": ["nearest", "2opt"],
               "op": ["nearest", "greedy", "2opt"], "pctsp": ["nearest", "greedy", "2opt"]}
@@ -74,7 +74,7 @@ def picture(problems: list[str], num_nodes: int, seed: int, out: str | Path, siz
 
     from routing_gym.render import side_by_side
 
-    from .decoding import env_policy
+    from ..inference.rollout import env_policy
     from .visual import builtin_policy, run_episode
 
     strips = []

@@ -1,23 +1,21 @@
 """Rolling a policy out on the native vector env (DISABLED autoreset, torch mode): greedy and sampling.
 
-A policy here is any object with two methods (the Attention Model and the Pointer Network both are):
-
-- ``precompute(obs) -> cache``: work done once per instance batch (the encoder), from the first
-  observation (a dict of tensors on the env's device, keys as in DESIGN.md);
-- ``log_probs(cache, obs) -> (B, N)``: log-probabilities of the next action, ``-inf`` where
-  ``obs["action_mask"]`` forbids it.
+A policy here is one of the protocol of :mod:`agents.policies.protocol` (``precompute(obs) -> cache``,
+``log_probs(cache, obs) -> (log_probs, cache)``). :func:`replay` checks tours against the problem's
+dynamics without raising, for the searches and references that keep the feasible ones.
 """
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
 import gymnasium as gym
-import numpy as np
 from gymnasium.vector import AutoresetMode
 import torch
 from torch import Tensor
 
-from routing_gym.problems import get_problem
+from routing_gym.problems import get_problem, step
+
+from ..policies.protocol import Policy, batch_observation, select_rows
 
 STRATEGIES = ("greedy", "sample")
 SYNC_EVERY = 8  # decoding steps between checks whether every episode has ended
@@ -66,12 +64,12 @@ def make_env(problem: str, num_nodes: int, batch_size: int, device: Any = "cpu",
                         device=device, array_type="torch", autoreset_mode=AutoresetMode.DISABLED, **variant)
 
 
-def rollout(policy, env, instances, *, strategy: str = "greedy", generator: torch.Generator | None = None,
+def rollout(policy: Policy, env, instances, *, strategy: str = "greedy", generator: torch.Generator | None = None,
             first_actions: Tensor | None = None, deferred_end: bool | None = None) -> Rollout:
     """Decode one episode for each of the env's B instances.
 
     Args:
-        policy: see the module docstring.
+        policy: a policy of the protocol (:class:`agents.policies.protocol.Policy`).
         env: a :class:`routing_gym.vector.RoutingVectorEnv` made by :func:`make_env` (B sub-envs).
         instances: the problem's ``Instance`` of B instances (tensors), or a dict of arrays.
         strategy: ``"greedy"`` (argmax) or ``"sample"`` (from the policy's distribution).
@@ -95,7 +93,7 @@ def rollout(policy, env, instances, *, strategy: str = "greedy", generator: torc
     n_total = env.n_total
     watch = EndWatch(env.device, deferred_end)
     for t in range(max_steps):
-        logp = policy.log_probs(cache, obs)
+        logp, cache = policy.log_probs(cache, obs)
         if strategy == "greedy":
             a = logp.argmax(dim=-1)
         else:
@@ -118,20 +116,9 @@ def rollout(policy, env, instances, *, strategy: str = "greedy", generator: torc
     return Rollout(cost=cost, log_likelihood=log_likelihood, actions=torch.stack(actions, dim=1))
 
 
-def batch_observation(obs: dict, device=None, batched: bool = False) -> dict[str, Tensor]:
-    """A numpy observation (one env's, or a batch of them when ``batched``) as a dict of tensors with a
-    leading batch axis (``action_mask`` as bools, indices int64, the rest float32)."""
-    out = {}
-    for key, value in obs.items():
-        t = torch.as_tensor(np.asarray(value), device=device)
-        t = t.bool() if key == "action_mask" else t.float() if t.is_floating_point() else t.long()
-        out[key] = t if batched else t[None]
-    return out
-
-
 def env_policy(policy, name: str, *, deterministic: bool = True, generator: torch.Generator | None = None):
-    """``policy(env, obs) -> int`` acting in a single Gymnasium env, from a policy of this module's
-    protocol (a heuristic or a network; networks are put in evaluation mode)."""
+    """``policy(env, obs) -> int`` acting in a single Gymnasium env, from a policy of the protocol (a
+    heuristic or a network; networks are put in evaluation mode)."""
     if hasattr(policy, "eval"):
         policy.eval()
 
@@ -144,7 +131,7 @@ def env_policy(policy, name: str, *, deterministic: bool = True, generator: torc
                                                      generator=generator)
             return int(action)
         x = batch_observation(obs, device=getattr(policy, "device", None))
-        logp = policy.log_probs(policy.precompute(x), x)[0]
+        logp = policy.log_probs(policy.precompute(x), x)[0][0]  # (N,): the log-probabilities of the one row
         if deterministic:
             return int(logp.argmax())
         return int(torch.multinomial(logp.exp(), 1, generator=generator))
@@ -160,19 +147,20 @@ def start_nodes(problem: str, n_total: int, device=None) -> Tensor:
 
 
 @torch.no_grad()
-def evaluate(policy, problem: str, instances, *, batch_size: int = 1000, strategy: str = "greedy",
+def evaluate(policy: Policy, problem: str, instances, *, batch_size: int = 1000, strategy: str = "greedy",
              device: Any = "cpu", generator: torch.Generator | None = None, **variant: Any) -> Tensor:
     """Costs (B,) of a policy on a batch of instances (an ``Instance`` of tensors), in chunks. A network
     is evaluated in evaluation mode (batch-norm running statistics) and its mode restored after."""
     total = instances.locs.shape[0]
-    num_nodes = instances.locs.shape[1] - (1 if get_problem(problem).has_depot else 0)
+    num_nodes = get_problem(problem).size_of(instances)
     was_training = getattr(policy, "training", False)
     if hasattr(policy, "eval"):
         policy.eval()
     costs, env = [], None
     try:
         for start in range(0, total, batch_size):
-            chunk = type(instances)(*(f[start:start + batch_size].to(device) for f in instances))
+            chunk = select_rows(instances, slice(start, start + batch_size))
+            chunk = type(chunk)(*(f.to(device) for f in chunk))
             if env is None or env.num_envs != chunk.locs.shape[0]:
                 env = make_env(problem, num_nodes, chunk.locs.shape[0], device, **variant)
             costs.append(rollout(policy, env, chunk, strategy=strategy, generator=generator).cost)
@@ -180,3 +168,21 @@ def evaluate(policy, problem: str, instances, *, batch_size: int = 1000, strateg
         if was_training:
             policy.train()
     return torch.cat(costs)
+
+
+@torch.no_grad()
+def replay(problem, instances, tours: Tensor) -> tuple[Tensor, Tensor]:
+    """``(cost (B,), feasible (B,) bool)`` of tours, by the same dynamics as
+    :func:`routing_gym.problems.tour_cost` but without raising: an instance whose tour takes a masked
+    action or does not finish is reported infeasible (its cost is then meaningless). Searches and
+    references use it to keep the feasible tours of a batch; :func:`~routing_gym.problems.tour_cost`
+    validates finished ones."""
+    tours = torch.as_tensor(tours, device=instances.locs.device).long()
+    state = problem.reset(instances)
+    cost = torch.zeros(tours.shape[0], dtype=torch.float64, device=tours.device)
+    bad = torch.zeros(tours.shape[0], dtype=torch.bool, device=tours.device)
+    for t in range(tours.shape[1]):
+        state, reward, invalid = step(problem, state, tours[:, t])
+        bad |= invalid
+        cost -= reward.double()
+    return cost, state.done & ~bad

@@ -1,4 +1,4 @@
-"""Inference-time search for policies of the decoding protocol (:mod:`agents.decoding`): best of k
+"""Inference-time search for policies of the protocol of :mod:`agents.policies.protocol`: best of k
 samples, beam search, and POMO's multi-start with the 8 symmetries of the unit square.
 
 - **Sampling** (Kool et al. 2019, "sampling 1280 solutions"): k rollouts sampled from the policy, the
@@ -11,13 +11,13 @@ samples, beam search, and POMO's multi-start with the 8 symmetries of the unit s
 
 Everything is batched over ``batch_size`` rows (instance copies) at a time, so memory stays bounded
 whatever k, the beam width or the number of starts. Greedy, sampling and multi-start step the vector
-env of :func:`agents.decoding.make_env`; beam search steps the problem core directly, because its
-beams are re-ranked (rows re-indexed) at every step. Every returned tour is validated by
-:func:`routing_gym.problems.tour_cost` on the original instances, which also gives the returned cost.
+env of :func:`agents.inference.rollout.make_env`; beam search steps the problem core directly, because
+its beams are re-ranked (rows re-indexed, the policy's cache with them) at every step. Every returned
+tour is validated by :func:`routing_gym.problems.tour_cost` on the original instances, which also gives
+the returned cost.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, NamedTuple
 
 import torch
@@ -25,8 +25,8 @@ from torch import Tensor
 
 from routing_gym.problems import get_problem, step, tour_cost
 
-from .decoding import make_env, rollout, start_nodes
-from .heuristics import num_customers, replay
+from ..policies.protocol import Policy, select_rows
+from .rollout import make_env, replay, rollout, start_nodes
 
 STRATEGIES = ("greedy", "sample", "beam", "multistart")
 NUM_AUGMENTATIONS = 8
@@ -58,24 +58,6 @@ def augment(instances, k: int = NUM_AUGMENTATIONS):
     return rows._replace(locs=augment_locs(rows.locs, index))
 
 
-def select_rows(tree: Any, index: Tensor) -> Any:
-    """``tree`` (a tensor, a (named) tuple, dict or dataclass of them, or None) with rows ``index`` of every
-    tensor."""
-    if tree is None:
-        return None
-    if isinstance(tree, Tensor):
-        return tree[index]
-    if isinstance(tree, tuple):
-        fields = [select_rows(f, index) for f in tree]
-        return type(tree)(*fields) if hasattr(tree, "_fields") else type(tree)(fields)
-    if isinstance(tree, dict):
-        return {k: select_rows(v, index) for k, v in tree.items()}
-    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
-        return dataclasses.replace(tree, **{f.name: select_rows(getattr(tree, f.name), index)
-                                            for f in dataclasses.fields(tree)})
-    raise TypeError(f"cannot select rows of a {type(tree).__name__}")
-
-
 class Copies(NamedTuple):
     """How each of an instance's C copies is decoded: copy c uses transform ``transform[c]`` and first
     action ``first[c]`` (-1: chosen by the policy)."""
@@ -86,7 +68,7 @@ class Copies(NamedTuple):
 
 # -- the engine: best of many rollouts ------------------------------------------------------------
 @torch.no_grad()
-def best_of_copies(policy, problem, instances, copies: Copies, *, strategy: str = "greedy",
+def best_of_copies(policy: Policy, problem, instances, copies: Copies, *, strategy: str = "greedy",
                    batch_size: int = 1000, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
     """The cheapest of C rollouts per instance: ``(cost (B,), tours (B, S_max))``, cost +inf where no
     copy gave a feasible tour.
@@ -114,7 +96,7 @@ def best_of_copies(policy, problem, instances, copies: Copies, *, strategy: str 
         if forced and bool((starts < 0).any()):
             raise ValueError("multi-start copies must all force a first action")
         if len(flat) not in envs:
-            envs[len(flat)] = make_env(problem.name, num_customers(problem, instances), len(flat), dev)
+            envs[len(flat)] = make_env(problem.name, problem.size_of(instances), len(flat), dev)
         out = rollout(policy, envs[len(flat)], rows, strategy=strategy, generator=generator,
                       first_actions=starts if forced else None)
         cost = out.cost.double()
@@ -154,7 +136,7 @@ def transforms(k: int) -> Tensor:
 
 
 @torch.no_grad()
-def greedy(policy, problem, instances, *, augment: int = 1, batch_size: int = 1000) -> Decoded:
+def greedy(policy: Policy, problem, instances, *, augment: int = 1, batch_size: int = 1000) -> Decoded:
     """Greedy decoding, the best over ``augment`` coordinate transforms."""
     problem = get_problem(problem) if isinstance(problem, str) else problem
     t = transforms(augment)
@@ -163,7 +145,7 @@ def greedy(policy, problem, instances, *, augment: int = 1, batch_size: int = 10
 
 
 @torch.no_grad()
-def sample_best(policy, problem, instances, num_samples: int, *, augment: int = 1, batch_size: int = 1000,
+def sample_best(policy: Policy, problem, instances, num_samples: int, *, augment: int = 1, batch_size: int = 1000,
                 generator: torch.Generator | None = None) -> Decoded:
     """The cheapest of ``num_samples`` sampled rollouts per instance (per transform, with ``augment``)."""
     problem = get_problem(problem) if isinstance(problem, str) else problem
@@ -176,9 +158,10 @@ def sample_best(policy, problem, instances, num_samples: int, *, augment: int = 
 
 
 @torch.no_grad()
-def multistart(policy, problem, instances, *, augment: int = NUM_AUGMENTATIONS, batch_size: int = 1000) -> Decoded:
-    """POMO inference: a greedy rollout from every start node (see :func:`agents.decoding.start_nodes`) on each of
-    ``augment`` transforms; the cheapest per instance. Instances where no start is feasible (OP with
+def multistart(policy: Policy, problem, instances, *, augment: int = NUM_AUGMENTATIONS,
+               batch_size: int = 1000) -> Decoded:
+    """POMO inference: a greedy rollout from every start node (:func:`~agents.inference.rollout.start_nodes`)
+    on each of ``augment`` transforms; the cheapest per instance. Instances where no start is feasible (OP with
     every customer out of reach) fall back to plain greedy decoding."""
     problem = get_problem(problem) if isinstance(problem, str) else problem
     starts = start_nodes(problem.name, instances.locs.shape[1])
@@ -195,7 +178,8 @@ def multistart(policy, problem, instances, *, augment: int = NUM_AUGMENTATIONS, 
 
 
 @torch.no_grad()
-def beam_search(policy, problem, instances, beam_width: int, *, augment: int = 1, batch_size: int = 1000) -> Decoded:
+def beam_search(policy: Policy, problem, instances, beam_width: int, *, augment: int = 1,
+                batch_size: int = 1000) -> Decoded:
     """Beam search of width ``beam_width`` (best over ``augment`` transforms): see the module docstring."""
     problem = get_problem(problem) if isinstance(problem, str) else problem
     if beam_width < 1:
@@ -220,14 +204,14 @@ def beam_search(policy, problem, instances, beam_width: int, *, augment: int = 1
     return finish_tours(problem, instances, tours)
 
 
-def beam_rows(policy, problem, instances, width: int, max_steps: int) -> tuple[Tensor, Tensor, Tensor]:
+def beam_rows(policy: Policy, problem, instances, width: int, max_steps: int) -> tuple[Tensor, Tensor, Tensor]:
     """Beam search on R instances: ``(cost (R,), actions (R, max_steps), log-likelihood (R,))`` of each
     one's cheapest final beam."""
     dev = instances.locs.device
     r, n = instances.locs.shape[:2]
     rep = torch.arange(r, device=dev).repeat_interleave(width)
     state = problem.reset(instances)
-    cache = select_rows(policy.precompute(observe(problem, state)), rep)
+    cache = initial = select_rows(policy.precompute(observe(problem, state)), rep)  # an instance's beams alike
     state = problem.reset(select_rows(instances, rep))
     score = torch.full((r, width), float("-inf"), device=dev)
     score[:, 0] = 0.0
@@ -236,14 +220,16 @@ def beam_rows(policy, problem, instances, width: int, max_steps: int) -> tuple[T
     base = (torch.arange(r, device=dev) * width)[:, None]
     nodes = torch.arange(n, device=dev)
     for t in range(max_steps):
-        logp = policy.log_probs(cache, observe(problem, state))
+        logp, cache = policy.log_probs(cache, observe(problem, state))
         noop = nodes == problem.noop(state)[:, None]
         logp = torch.where(state.done[:, None], torch.where(noop, 0.0, float("-inf")), logp)
         total = (score.view(-1, 1) + logp).view(r, width * n)
         score, top = total.topk(width, dim=1)
         src = (base + top // n).flatten()
-        state, cost, actions = select_rows(state, src), cost[src], actions[src]
-        if getattr(policy, "recurrent", False):  # a decoder state per row (the Pointer Network's) follows its beam
+        state, cost, actions = select_rows((state, cost, actions), src)  # rows follow their beams
+        # so does the policy's cache; src stays within each instance's beams, so while the cache is still
+        # the initial one (every step so far returned it unchanged), selecting its rows would change nothing
+        if cache is not initial:
             cache = select_rows(cache, src)
         action = (top % n).flatten()
         state, reward, invalid = step(problem, state, action)
@@ -266,8 +252,9 @@ def observe(problem, state) -> dict[str, Tensor]:
 
 
 @torch.no_grad()
-def decode(policy, problem, instances, strategy: str = "greedy", *, num_samples: int = 128, beam_width: int = 16,
-           augment: int = 1, batch_size: int = 1000, generator: torch.Generator | None = None) -> Decoded:
+def decode(policy: Policy, problem, instances, strategy: str = "greedy", *, num_samples: int = 128,
+           beam_width: int = 16, augment: int = 1, batch_size: int = 1000,
+           generator: torch.Generator | None = None) -> Decoded:
     """One entry for every strategy of :data:`STRATEGIES` (what ``routing-gym eval --decode`` calls)."""
     if strategy == "greedy":
         return greedy(policy, problem, instances, augment=augment, batch_size=batch_size)

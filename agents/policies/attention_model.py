@@ -19,8 +19,9 @@ node's initial embedding reads (after its (x, y), in Kool's order) and the step 
 first and current node, a learned placeholder at step 0; CVRP, OP, PCTSP: the current node and the
 remaining capacity, remaining length or prize still to collect).
 
-The policy protocol of :mod:`agents.decoding`: ``precompute(obs) -> AttentionCache`` runs the encoder on
-the first observation; ``log_probs(cache, obs) -> (B, N)`` gives the next action's log-probabilities.
+The policy protocol of :mod:`agents.policies.protocol`: ``precompute(obs) -> AttentionCache`` runs the
+encoder on the first observation; ``log_probs(cache, obs) -> (log_probs (B, N), cache)`` gives the next
+action's log-probabilities and returns the cache unchanged (the model is stateless between steps).
 :meth:`AttentionModel.predict` acts in the single Gymnasium env, in the style of Stable-Baselines3.
 
 Dimension names in shape comments: B batch, N nodes (depot included), D embedding, H heads, K = D / H.
@@ -37,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .decoding import batch_observation
+from .protocol import batch_observation
 
 NORMALIZATIONS = ("batch", "instance")
 
@@ -280,9 +281,10 @@ class AttentionModel(nn.Module):
             glimpse_val=glimpse_val.reshape(b, n, heads, d // heads).transpose(1, 2).contiguous(),
             logit_key=logit_key / math.sqrt(d))
 
-    def log_probs(self, cache: AttentionCache, obs: dict[str, Tensor]) -> Tensor:
-        """Log-probabilities (B, N) of the next action: log-softmax of the clipped pointer logits,
-        ``-inf`` where ``obs["action_mask"]`` is False (the glimpse attends only to allowed nodes)."""
+    def log_probs(self, cache: AttentionCache, obs: dict[str, Tensor]) -> tuple[Tensor, AttentionCache]:
+        """``(log_probs (B, N), cache)``: log-softmax of the clipped pointer logits of the next action,
+        ``-inf`` where ``obs["action_mask"]`` is False (the glimpse attends only to allowed nodes), and
+        ``cache`` itself (nothing changes between steps)."""
         mask = obs["action_mask"].bool()  # (B, N)
         b, d = cache.fixed_context.shape
         heads = self.config.n_heads
@@ -293,7 +295,7 @@ class AttentionModel(nn.Module):
         logits = torch.einsum("bd,bnd->bn", glimpse, cache.logit_key)  # (B, N)
         if self.config.tanh_clipping > 0:
             logits = self.config.tanh_clipping * torch.tanh(logits)
-        return logits.masked_fill(~mask, -math.inf).log_softmax(dim=-1)
+        return logits.masked_fill(~mask, -math.inf).log_softmax(dim=-1), cache
 
     @torch.no_grad()
     def predict(self, obs: dict[str, Any], state: Any = None, episode_start: Any = None,
@@ -317,7 +319,7 @@ class AttentionModel(nn.Module):
         was_training = self.training
         self.eval()
         try:
-            logp = self.log_probs(self.precompute(x), x)  # (B, N)
+            logp, _ = self.log_probs(self.precompute(x), x)  # (B, N)
         finally:
             self.train(was_training)
         action = logp.argmax(dim=-1) if deterministic else torch.multinomial(logp.exp(), 1, generator=generator)[:, 0]

@@ -3,13 +3,13 @@ Reinforcement Learning", 2017 (section 4, "Critic's architecture").
 
 The critic predicts the expected cost of the policy on an instance, from the instance alone:
 
-- Encoder: the per-problem linear node embedding (:data:`agents.attention_model.ADAPTERS`), then an LSTM
+- Encoder: the per-problem linear node embedding (:data:`agents.policies.attention_model.ADAPTERS`), then an LSTM
   over the node sequence (as the Pointer Network's encoder); its outputs ``e_j`` are the memory.
 - Process block: ``n_process`` steps that start from the encoder's final hidden state ``q`` and replace it
   by a glimpse over the memory, ``q <- sum_j softmax_j(v^T tanh(W e_j + U q)) e_j``.
 - Decoder: two fully connected layers, ``D -> D`` (ReLU) ``-> 1``, giving the predicted cost.
 
-The trainer (``baseline="critic"`` in :class:`agents.reinforce.TrainConfig`) subtracts the prediction from
+The trainer (``baseline="critic"`` in :class:`agents.training.config.TrainConfig`) subtracts the prediction from
 the sampled cost in the REINFORCE loss and fits the critic to the sampled costs by mean squared error,
 with its own Adam optimiser.
 

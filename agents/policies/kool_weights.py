@@ -3,7 +3,7 @@
 Their repository (wouterkool/attention-learn-to-route, folder ``pretrained/``) ships, per problem and
 size, ``epoch-99.pt`` (a dict whose ``"model"`` entry is the state dict) beside the ``args.json`` it was
 trained with. :func:`load_kool_weights` reads both (``torch.load(..., weights_only=True)``) and maps
-their state dict onto :class:`~agents.attention_model.AttentionModel` key by key (:func:`key_mapping`).
+their state dict onto :class:`~agents.policies.attention_model.AttentionModel` key by key (:func:`key_mapping`).
 The weights are third-party data (MIT license); nothing here ships them.
 
 Their layout, for D = embedding, H heads, K = D / H, F node features:

@@ -2,7 +2,7 @@
 Bello, Pham, Le, Norouzi & Bengio, "Neural Combinatorial Optimization with Reinforcement Learning", 2017.
 
 - Encoder: a linear embedding of each node's features (Bello et al.; the same per-problem embeddings as
-  the Attention Model, :data:`agents.attention_model.ADAPTERS`), then an LSTM over the node sequence;
+  the Attention Model, :data:`agents.policies.attention_model.ADAPTERS`), then an LSTM over the node sequence;
   its outputs ``e_j`` are the references and its final state starts the decoder.
 - Decoder: an LSTM cell fed, at step 0, a learned start input and, afterwards, the embedding of the node
   chosen last (``obs["current_node"]``); depot problems append their step scalar (remaining capacity,
@@ -11,17 +11,18 @@ Bello, Pham, Le, Norouzi & Bengio, "Neural Combinatorial Optimization with Reinf
   nodes, then additive attention ``u_j = v^T tanh(W e_j + U g)`` clipped to ``C tanh(u_j)`` (C = 10,
   Bello et al.), ``-inf`` where ``obs["action_mask"]`` forbids node j.
 
-The policy protocol of :mod:`agents.decoding` with a recurrent decoder: ``precompute(obs)`` encodes the
-instances of an episode's *first* observation (step 0) and returns a :class:`PointerCache` whose
-decoder state is mutable; every ``log_probs(cache, obs)`` call advances that state by one step for the
-rows whose ``obs["step"]`` is one past the last step the cache has seen, and reuses it where
-``obs["step"]`` has not moved (finished episodes, or a repeated call on the same observation). So a
-cache serves exactly one episode, and ``log_probs`` must see every observation of it in order (as
-:func:`agents.decoding.rollout` and :func:`agents.supervised.teacher_forcing_nll` do); a fresh
-``precompute`` starts a fresh episode. The class attribute ``recurrent`` tells beam search
-(:mod:`agents.search`), which reorders rows between steps, to reorder the cache with them.
-:meth:`PointerNetwork.predict` acts in the single Gymnasium env with the decoder state passed back and
-forth as ``state``, in the style of Stable-Baselines3's recurrent policies.
+The policy protocol of :mod:`agents.policies.protocol` with a recurrent decoder: ``precompute(obs)``
+encodes the instances of an episode's *first* observation (step 0) and returns a :class:`PointerCache`
+(frozen) holding the decoder state; ``log_probs(cache, obs) -> (log_probs, cache)`` returns a new cache
+whose state has advanced by one step for the rows whose ``obs["step"]`` is one past the last step the
+cache has seen, and kept where ``obs["step"]`` has not moved (finished episodes, or a repeated call on
+the same observation); the cache passed in is never modified. So a cache serves one episode, and each
+step must be given the cache the previous one returned, with every observation of the episode in order
+(as :func:`agents.inference.rollout.rollout` and :func:`agents.training.supervised.teacher_forcing_nll`
+do); a fresh ``precompute`` starts a fresh episode. Every field has the batch as its leading axis, so
+beam search (:mod:`agents.inference.search`) reorders the cache with its re-ranked rows as it does any
+policy's. :meth:`PointerNetwork.predict` acts in the single Gymnasium env with the decoder state
+passed back and forth as ``state``, in the style of Stable-Baselines3's recurrent policies.
 
 Dimension names in shape comments: B batch, N nodes (depot included), D embedding / hidden width.
 """
@@ -37,7 +38,7 @@ import torch
 from torch import Tensor, nn
 
 from .attention_model import ADAPTERS, gather_nodes
-from .decoding import batch_observation
+from .protocol import batch_observation
 
 STEP_SCALARS: dict[str, tuple[str, ...]] = {
     # problem: observation keys (B, 1) appended to the decoder input
@@ -68,9 +69,10 @@ class PointerNetworkConfig:
             raise ValueError(f"n_glimpses must be >= 0, got {self.n_glimpses}")
 
 
-@dataclass
+@dataclass(frozen=True)
 class PointerCache:
-    """What the decoder reuses at every step, and its recurrent state (the only mutable fields)."""
+    """What the decoder reuses at every step, and its recurrent state (``state`` and ``seen``, which each
+    step returns anew in a new cache)."""
 
     embeddings: Tensor  # (B, N, D) node embeddings (the decoder's inputs)
     glimpse_ref: Tensor  # (B, N, D) W_g e_j
@@ -99,9 +101,6 @@ class PointerNetwork(nn.Module):
     ``locs`` (B, N, 2), the problem's node features (B, N), ``current_node`` (B,) int64, ``step``
     (B, 1), the depot problems' step scalar (B, 1) and ``action_mask`` (B, N) bool, True = allowed.
     """
-
-    recurrent = True
-    """The cache carries a decoder state per row: whoever reorders rows reorders the cache too."""
 
     def __init__(self, config: PointerNetworkConfig):
         super().__init__()
@@ -135,8 +134,10 @@ class PointerNetwork(nn.Module):
                             pointer_ref=self.project_pointer_ref(enc), start_state=start, state=start,
                             seen=torch.full((b,), -1, dtype=torch.long, device=emb.device))
 
-    def decode(self, cache: PointerCache, obs: dict[str, Tensor]) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor]:
-        """One decoding step without side effects: ``(log_probs (B, N), new decoder state, new seen)``."""
+    def log_probs(self, cache: PointerCache, obs: dict[str, Tensor]) -> tuple[Tensor, PointerCache]:
+        """``(log_probs (B, N), next cache)``: the next action's log-probabilities, ``-inf`` where
+        ``obs["action_mask"]`` is False, and a new cache whose decoder state has taken this step (see the
+        module docstring); ``cache`` is left as it was."""
         mask = obs["action_mask"].bool()  # (B, N)
         step = obs["step"][:, 0].long()  # (B,)
         first = step == 0
@@ -158,13 +159,7 @@ class PointerNetwork(nn.Module):
         if self.config.tanh_clipping > 0:
             logits = self.config.tanh_clipping * torch.tanh(logits)
         logp = logits.masked_fill(~mask, -math.inf).log_softmax(dim=-1)
-        return logp, (h, c), torch.maximum(step, cache.seen)
-
-    def log_probs(self, cache: PointerCache, obs: dict[str, Tensor]) -> Tensor:
-        """Log-probabilities (B, N) of the next action, ``-inf`` where ``obs["action_mask"]`` is False;
-        advances the decoder state held in ``cache`` (see the module docstring)."""
-        logp, cache.state, cache.seen = self.decode(cache, obs)
-        return logp
+        return logp, dataclasses.replace(cache, state=(h, c), seen=torch.maximum(step, cache.seen))
 
     @torch.no_grad()
     def predict(self, obs: dict[str, Any], state: PointerCache | None = None, episode_start: Any = None,
@@ -190,8 +185,7 @@ class PointerNetwork(nn.Module):
         new_episode = state is None or (episode_start is not None and bool(np.all(episode_start)))
         if new_episode or bool((x["step"] == 0).all()):
             state = self.precompute(x)
-        logp, hidden, seen = self.decode(state, x)
-        state = dataclasses.replace(state, state=hidden, seen=seen)
+        logp, state = self.log_probs(state, x)
         action = logp.argmax(dim=-1) if deterministic else torch.multinomial(logp.exp(), 1, generator=generator)[:, 0]
         action = action.cpu().numpy()
         return (action if batched else action[0]), state

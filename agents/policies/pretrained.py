@@ -13,10 +13,11 @@ from typing import Any
 
 import torch
 
-from .attention_model import AttentionModel, AttentionModelConfig
+from .attention_model import AttentionModel
 from .checkpoint import FORMAT, load_checkpoint, save_checkpoint
+from .registry import build_policy
 
-WEIGHTS_DIR = Path(__file__).with_name("weights")
+WEIGHTS_DIR = Path(__file__).parents[1] / "weights"  # agents/weights, package data
 
 
 def save_policy(path: str | os.PathLike, policy: AttentionModel, meta: dict[str, Any]) -> None:
@@ -42,8 +43,6 @@ def load_policy_file(path: str | os.PathLike, device: Any = "cpu") -> AttentionM
         if ckpt.get("kind") not in ("policy", "trainer"):
             raise ValueError(f"checkpoint {path} holds a {ckpt.get('kind')!r}, not a policy")
         try:
-            from .reinforce import build_policy
-
             name = ckpt.get("config", {}).get("policy") or ckpt.get("meta", {}).get("trainer", {}).get("policy",
                                                                                                           "attention")
             policy = build_policy(name, ckpt["model_config"])

@@ -2,7 +2,7 @@
 
 SB3's default ``CombinedExtractor`` flattens the coordinates into one vector, so its MLP must learn
 every node ordering separately. :class:`AttentionExtractor` instead embeds each node with the
-Attention Model's initial embedding and encoder layers (:mod:`agents.attention_model`, reused, not
+Attention Model's initial embedding and encoder layers (:mod:`agents.policies.attention_model`, reused, not
 copied), which treat the nodes as a set, and hands SB3's policy and value heads a fixed-size vector::
 
     features = [graph embedding (D) | step context (C) | pointer scores (N)]
@@ -22,7 +22,7 @@ learn to pass the pointer scores through. :class:`AttentionPolicy` (sb3-contrib'
 the Attention Model's pointer and PPO refines it::
 
     from sb3_contrib import MaskablePPO
-    from agents.sb3_extractor import AttentionPolicy
+    from agents.policies.sb3_extractor import AttentionPolicy
 
     model = MaskablePPO(AttentionPolicy, venv, gamma=1.0,
                         policy_kwargs=dict(features_extractor_kwargs=dict(embed_dim=64, n_layers=2)))
@@ -35,7 +35,7 @@ SB3 preprocesses the observation before the extractor sees it: ``Box`` entries b
 ``Discrete`` node indices (``first_node``, ``current_node``) become one-hot vectors (N,) (or (1, N)
 as stored in the rollout buffer) and the ``MultiBinary`` ``action_mask`` becomes float 0/1. The
 extractor turns them back into (B,) int64 indices and a (B, N) bool mask, the format of
-:class:`agents.attention_model.AttentionModel`.
+:class:`agents.policies.attention_model.AttentionModel`.
 
 Normalisation defaults to ``"instance"``: batch normalisation behaves differently in SB3's rollout
 (evaluation mode, running statistics) and training (batch statistics) passes, which skews PPO's
@@ -83,10 +83,10 @@ class AttentionExtractor(BaseFeaturesExtractor):
         observation_space: a routing env's ``Dict`` observation space (SB3 passes it).
         problem: ``"tsp"``, ``"cvrp"``, ``"op"`` or ``"pctsp"``; inferred from the keys when None.
         embed_dim, n_heads, n_layers, ff_hidden, normalization: the encoder's
-            :class:`agents.attention_model.AttentionModelConfig` fields (defaults: the paper's width
+            :class:`agents.policies.attention_model.AttentionModelConfig` fields (defaults: the paper's width
             and depth, instance normalisation).
         tanh_clipping: bound of the pointer scores.
-        encoder_from: an :class:`AttentionModel` (e.g. ``agents.pretrained.load_pretrained("tsp", 20)``)
+        encoder_from: an :class:`AttentionModel` (e.g. ``agents.load_pretrained("tsp", 20)``)
             whose initial embedding and encoder weights to start from; its config then sets the encoder.
         freeze_encoder: keep the initial embedding and encoder layers fixed, in evaluation mode (only with
             ``encoder_from``).

@@ -56,6 +56,12 @@ def held_karp(locs: Tensor, *, chunk_size: int | None = None) -> tuple[Tensor, T
     return torch.cat(costs), torch.cat(tours)
 
 
+def label_tsp(locs: Tensor) -> Tensor:
+    """Optimal tours (B, N) int64, 0-based, starting at node 0, of TSP instances ``locs`` (B, N, 2): the
+    labels of supervised training (:func:`agents.training.supervised.train_supervised`)."""
+    return held_karp(locs)[1]
+
+
 def solve_chunk(locs: Tensor) -> tuple[Tensor, Tensor]:
     b, n, _ = locs.shape
     m = n - 1  # nodes 1 .. n-1 are bits 0 .. m-1

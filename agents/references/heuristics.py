@@ -6,9 +6,9 @@ Two forms, one implementation:
   early are padded with the no-op: the depot for depot problems), which
   :func:`routing_gym.problems.tour_cost` accepts: :func:`heuristic_tours` by name, or the pieces
   (:func:`nearest_neighbour_tsp`, :func:`insertion_tsp`, :func:`construct`, :func:`two_opt`);
-- policies of the decoding protocol of :mod:`agents.decoding` (``precompute`` / ``log_probs``), so that
+- policies of the protocol of :mod:`agents.policies.protocol` (``precompute`` / ``log_probs``), so that
   ``routing-gym eval --policy NAME`` runs any of them on the vector env: :data:`HEURISTICS` maps a name to
-  a class whose instances are such policies.
+  a class whose instances are such policies (stateless: ``log_probs`` returns its cache unchanged).
 
 ==================== ========================================================================================
 name                 what it does
@@ -38,12 +38,14 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from routing_gym.problems import CVRP, OP, PCTSP, TSP, get_problem, step
+from routing_gym.problems import CVRP, OP, PCTSP, TSP, get_problem
+
+from ..inference.rollout import make_env, replay, rollout
 
 INSERTION_RULES = ("nearest", "farthest", "random")
 
 
-# -- policies of the decoding protocol ------------------------------------------------------------
+# -- policies of the protocol -------------------------------------------------------------------
 class NearestNeighbour:
     """Go to the nearest allowed node. TSP starts at node 0. CVRP and OP go back to the depot only when
     no customer is allowed; PCTSP goes back as soon as the depot is allowed and nearest (it ignores
@@ -52,7 +54,7 @@ class NearestNeighbour:
     def precompute(self, obs: dict) -> Tensor:
         return obs["locs"]
 
-    def log_probs(self, locs: Tensor, obs: dict) -> Tensor:
+    def log_probs(self, locs: Tensor, obs: dict) -> tuple[Tensor, Tensor]:
         current = locs[torch.arange(locs.shape[0], device=locs.device), obs["current_node"]]
         dist = torch.linalg.vector_norm(locs - current[:, None], dim=-1)
         mask = obs["action_mask"]
@@ -61,7 +63,7 @@ class NearestNeighbour:
             dist = dist.masked_fill((obs["step"][:, 0] == 0)[:, None] & (nodes != 0), float("inf"))
         elif "prize_to_collect" not in obs:  # CVRP, OP: the depot last
             dist = dist + 1e3 * (nodes == 0)
-        return torch.log_softmax((-dist * 1e3).masked_fill(~mask, float("-inf")), dim=-1)
+        return torch.log_softmax((-dist * 1e3).masked_fill(~mask, float("-inf")), dim=-1), locs
 
 
 class UniformRandom:
@@ -70,9 +72,9 @@ class UniformRandom:
     def precompute(self, obs: dict) -> None:
         return None
 
-    def log_probs(self, cache: None, obs: dict) -> Tensor:
+    def log_probs(self, cache: None, obs: dict) -> tuple[Tensor, None]:
         mask = obs["action_mask"]
-        return torch.log(mask.float() / mask.sum(dim=-1, keepdim=True))
+        return torch.log(mask.float() / mask.sum(dim=-1, keepdim=True)), cache
 
 
 def one_hot_log_probs(score: Tensor, mask: Tensor) -> Tensor:
@@ -89,7 +91,7 @@ class Greedy:
     def precompute(self, obs: dict) -> Tensor:
         return obs["locs"]
 
-    def log_probs(self, locs: Tensor, obs: dict) -> Tensor:
+    def log_probs(self, locs: Tensor, obs: dict) -> tuple[Tensor, Tensor]:
         b = torch.arange(locs.shape[0], device=locs.device)
         mask = obs["action_mask"].bool()
         current = locs[b, obs["current_node"]]  # (B, 2)
@@ -107,10 +109,10 @@ class Greedy:
             keep = mask & ~depot & (collecting[:, None] | worth)
             score = torch.where(keep, -dist, float("-inf"))
             score = torch.where(depot, torch.where(keep.any(dim=1, keepdim=True), float("-inf"), 0.0), score)
-            return one_hot_log_probs(score, mask)
+            return one_hot_log_probs(score, mask), locs
         else:
             return NearestNeighbour().log_probs(locs, obs)
-        return one_hot_log_probs(score, mask)
+        return one_hot_log_probs(score, mask), locs
 
 
 class PlannedTours:
@@ -124,12 +126,12 @@ class PlannedTours:
         problem, instances = instances_from_obs(obs)
         return heuristic_tours(problem, instances, self.name)
 
-    def log_probs(self, tours: Tensor, obs: dict) -> Tensor:
+    def log_probs(self, tours: Tensor, obs: dict) -> tuple[Tensor, Tensor]:
         mask = obs["action_mask"].bool()
         t = obs["step"][:, 0].long().clamp(max=tours.shape[1] - 1)
         planned = tours.gather(1, t[:, None]).squeeze(1)
         score = (torch.arange(mask.shape[1], device=mask.device) == planned[:, None]).float()
-        return one_hot_log_probs(score, mask)
+        return one_hot_log_probs(score, mask), tours
 
 
 HEURISTICS: dict[str, Callable[[], object]] = {
@@ -158,11 +160,6 @@ def instances_from_obs(obs: dict):
 def distances(locs: Tensor) -> Tensor:
     """(B, N, N) Euclidean distances of (B, N, 2) coordinates."""
     return torch.cdist(locs.double(), locs.double())
-
-
-def num_customers(problem, instances) -> int:
-    """The ``num_nodes`` argument of the problem's envs: nodes for TSP, customers otherwise."""
-    return instances.locs.shape[1] - (1 if problem.has_depot else 0)
 
 
 def nearest_neighbour_tsp(locs: Tensor, start: int = 0) -> Tensor:
@@ -261,12 +258,10 @@ def two_opt(locs: Tensor, seq: Tensor, fixed: Tensor | None = None, max_iteratio
 
 def construct(problem, instances, policy=None, strategy: str = "greedy",
               generator: torch.Generator | None = None) -> Tensor:
-    """Tours (B, S) of a policy of the decoding protocol (default :class:`Greedy`), decoded on the
-    vector env (``strategy`` ``"greedy"`` or ``"sample"``)."""
-    from .decoding import make_env, rollout
-
+    """Tours (B, S) of a policy of the protocol (default :class:`Greedy`), decoded on the vector env
+    (``strategy`` ``"greedy"`` or ``"sample"``)."""
     policy = Greedy() if policy is None else policy
-    env = make_env(problem.name, num_customers(problem, instances), instances.locs.shape[0], instances.locs.device)
+    env = make_env(problem.name, problem.size_of(instances), instances.locs.shape[0], instances.locs.device)
     with torch.no_grad():
         return rollout(policy, env, instances, strategy=strategy, generator=generator).actions
 
@@ -385,19 +380,3 @@ def heuristic_tours(problem, instances, name: str, generator: torch.Generator | 
             return two_opt(instances.locs, torch.cat([tour, tour[:, :1]], dim=1))[:, :-1]
         return improve_routes(problem, instances, construct(problem, instances))
     return construct(problem, instances, HEURISTICS[name]())
-
-
-@torch.no_grad()
-def replay(problem, instances, tours: Tensor) -> tuple[Tensor, Tensor]:
-    """``(cost (B,), feasible (B,) bool)`` of tours, by the same dynamics as
-    :func:`routing_gym.problems.tour_cost` but without raising: an instance whose tour takes a masked
-    action or does not finish is reported infeasible (its cost is then meaningless)."""
-    tours = torch.as_tensor(tours, device=instances.locs.device).long()
-    state = problem.reset(instances)
-    cost = torch.zeros(tours.shape[0], dtype=torch.float64, device=tours.device)
-    bad = torch.zeros(tours.shape[0], dtype=torch.bool, device=tours.device)
-    for t in range(tours.shape[1]):
-        state, reward, invalid = step(problem, state, tours[:, t])
-        bad |= invalid
-        cost -= reward.double()
-    return cost, state.done & ~bad

@@ -3,7 +3,7 @@
 ==========  ==========================  =====================================================================
 method      problems                    what runs (package)
 ==========  ==========================  =====================================================================
-``exact``   TSP (N <= 20)               Held-Karp dynamic program, batched (:mod:`agents.exact`; no extra)
+``exact``   TSP (N <= 20)               Held-Karp dynamic program, batched (:mod:`agents.references.exact`; no extra)
 ``lkh``     TSP                         LKH-3 (Helsgaun) through ``elkai``, whose wheel bundles LKH
 ``ortools`` TSP, CVRP, OP, PCTSP        OR-Tools routing: guided local search; OP and PCTSP drop nodes via
                                         disjunctions (penalty = prize resp. penalty), OP bounds a distance
@@ -50,7 +50,8 @@ from torch import Tensor
 
 from routing_gym.problems import OP, PCTSP, get_problem, tour_cost
 
-from .heuristics import replay
+from ..inference.rollout import replay
+from ..policies.protocol import select_rows
 
 SCALE = 10 ** 6  # unit-square coordinates -> integer distances
 PRIZE_RESOLUTION = 10 ** 4  # OP prizes rounded to 1e-4
@@ -362,7 +363,7 @@ def repair(problem, instances, tours: Tensor) -> tuple[Tensor, int]:
         raise ValueError(f"solver returned infeasible {problem.name} tours for instances {bad[:5]}")
     fixed = [tours[i] for i in range(len(tours))]
     for i in bad:
-        one = type(instances)(*(f[i:i + 1] for f in instances))
+        one = select_rows(instances, slice(i, i + 1))
         route = [int(a) for a in tours[i] if a != 0]
         while True:
             candidate = torch.tensor([route + [0]], device=tours.device)

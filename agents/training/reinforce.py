@@ -9,7 +9,7 @@ validation on a fixed seeded set and a checkpoint from which ``--resume`` contin
 
 Other baselines (``TrainConfig.baseline``): ``exponential`` (the moving average alone), ``pomo`` (Kwon
 et al. 2020: the mean cost of the instance's rollouts from every start node) and ``critic`` (Bello et al.
-2017: a learned value network, :mod:`agents.critic`, fitted to the sampled costs).
+2017: a learned value network, :mod:`agents.policies.critic`, fitted to the sampled costs).
 """
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ import dataclasses
 import math
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,93 +30,22 @@ from torch.nn.parallel import DistributedDataParallel
 
 from routing_gym.problems import get_problem
 
-from .attention_model import AttentionModel, AttentionModelConfig
-from .checkpoint import load_checkpoint, save_checkpoint
-from .critic import Critic, CriticConfig
-from .decoding import evaluate, make_env, rollout, start_nodes
-from .pointer_network import PointerNetwork, PointerNetworkConfig
-
-POLICIES = {  # TrainConfig.policy: (model class, its config class)
-    "attention": (AttentionModel, AttentionModelConfig),
-    "pointer": (PointerNetwork, PointerNetworkConfig),
-}
+from ..inference.rollout import evaluate, make_env, rollout, start_nodes
+from ..policies.checkpoint import load_checkpoint, save_checkpoint
+from ..policies.critic import Critic, CriticConfig
+from ..policies.protocol import select_rows
+from ..policies.registry import build_policy
+from .config import TrainConfig
+from .distributed import gather_costs, world
 
 BASELINES = ("rollout", "exponential", "pomo", "critic")
 RANK_SEED_STRIDE = 1_000_003  # rank r draws training instances and samples from seed + r * stride
 EVAL_SEED_OFFSET = 7_777_777  # the baseline's evaluation sets come from a stream shared by all ranks
 
 
-@dataclass
-class TrainConfig:
-    """Everything a training run depends on; the paper's values are the defaults."""
-
-    problem: str = "tsp"
-    """``tsp``, ``cvrp``, ``op`` or ``pctsp``."""
-    num_nodes: int = 20
-    """Customers (TSP: nodes) per instance."""
-    prize_type: str = "dist"
-    """OP prize distribution (``const``, ``unif``, ``dist``); ignored by the other problems."""
-    epochs: int = 100
-    """Number of epochs."""
-    epoch_size: int = 1_280_000
-    """Fresh random training instances per epoch."""
-    batch_size: int = 512
-    """Instances per gradient step."""
-    lr: float = 1e-4
-    """Adam learning rate."""
-    lr_decay: float = 1.0
-    """Learning rate multiplied by this after every epoch."""
-    max_grad_norm: float = 1.0
-    """Gradient-norm clipping threshold."""
-    baseline: str = "rollout"
-    """``rollout`` (greedy rollout of a frozen copy, replaced by the t-test), ``exponential``, or
-    ``pomo`` (Kwon et al. 2020: each instance sampled from every start node, their mean cost the shared
-    baseline; ``batch_size`` then counts instances, each rolled out N times), or ``critic`` (Bello et al.
-    2017: :class:`agents.critic.Critic` predicts the cost and is fitted to it by mean squared error)."""
-    critic_lr: float = 1e-4
-    """Adam learning rate of the critic (``baseline="critic"``)."""
-    warmup_epochs: int = 1
-    """Epochs during which the exponential baseline stands in for the rollout baseline."""
-    exp_beta: float = 0.8
-    """Decay of the exponential moving-average baseline."""
-    bl_alpha: float = 0.05
-    """Significance level of the one-sided paired t-test that replaces the rollout baseline."""
-    eval_size: int = 10_000
-    """Instances in the rollout baseline's evaluation set (regenerated when the baseline changes)."""
-    val_size: int = 10_000
-    """Instances in the fixed validation set."""
-    val_seed: int = 1234
-    """Seed of the validation set (kept apart from the training stream)."""
-    seed: int = 0
-    """Seed of the training stream (instances, sampling, initial weights)."""
-    device: str = "auto"
-    """``auto`` (CUDA when available), ``cpu``, ``cuda`` or ``cuda:K``."""
-    bf16: bool = False
-    """bf16 autocast on CUDA for the forward passes."""
-    eval_batch_size: int = 1024
-    """Batch size of the greedy evaluations (baseline and validation)."""
-    out_dir: str = "runs/train"
-    """Where checkpoints, ``metrics.csv`` and TensorBoard logs go."""
-    policy: str = "attention"
-    """The network trained, a key of :data:`POLICIES`: ``attention`` (the Attention Model) or ``pointer``
-    (the Pointer Network)."""
-    model: dict = field(default_factory=dict)
-    """Overrides of the policy's config fields (:class:`AttentionModelConfig`, e.g. ``{"n_layers": 2}``,
-    or :class:`PointerNetworkConfig`)."""
-
-    def variant(self) -> dict:
-        return {"prize_type": self.prize_type} if self.problem == "op" else {}
-
-
-def build_policy(name: str, model_config: dict) -> nn.Module:
-    """The policy ``name`` (a key of :data:`POLICIES`) built from its config fields."""
-    if name not in POLICIES:
-        raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {name!r}")
-    model, config = POLICIES[name]
-    return model(config(**model_config))
-
-
-def resolve_device(name: str) -> torch.device:
+def training_device(name: str) -> torch.device:
+    """The device of ``TrainConfig.device``: ``"auto"`` is CUDA when available, else the CPU; any other
+    name is taken as is, and CUDA asked for where there is none is a ``ValueError``."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dev = torch.device(name)
@@ -137,22 +65,6 @@ def paired_t_test_better(candidate: Tensor, baseline: Tensor, alpha: float) -> t
     t, p_two_sided = stats.ttest_rel(c, b)
     p = float(p_two_sided) / 2
     return bool(p < alpha), p
-
-
-def world() -> tuple[int, int]:
-    """(rank, world size) of the ``torch.distributed`` process group, (0, 1) without one."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
-
-
-def gather_costs(costs: Tensor) -> Tensor:
-    """Every rank's costs (equal lengths), concatenated in rank order, on every rank."""
-    if world()[1] == 1:
-        return costs
-    parts = [torch.empty_like(costs) for _ in range(world()[1])]
-    dist.all_gather(parts, costs.contiguous())
-    return torch.cat(parts)
 
 
 class SampledRollout(nn.Module):
@@ -180,7 +92,7 @@ class Trainer:
 
     def __init__(self, config: TrainConfig, policy: nn.Module | None = None, *, init_baseline: bool = True):
         self.cfg = config
-        self.device = resolve_device(config.device)
+        self.device = training_device(config.device)
         self.problem = get_problem(config.problem)
         if config.baseline not in BASELINES:
             raise ValueError(f"baseline must be one of {BASELINES}, got {config.baseline!r}")
@@ -231,7 +143,7 @@ class Trainer:
         decodes its contiguous slice and all get every cost."""
         if sharded and self.world_size > 1:
             size = instances.locs.shape[0] // self.world_size
-            instances = type(instances)(*(f[self.rank * size:(self.rank + 1) * size] for f in instances))
+            instances = select_rows(instances, slice(self.rank * size, (self.rank + 1) * size))
         policy.eval()
         with torch.no_grad(), self._autocast():
             costs = evaluate(policy, self.cfg.problem, instances, batch_size=self.cfg.eval_batch_size,
@@ -288,7 +200,7 @@ class Trainer:
         self.policy.train()
         if cfg.baseline == "pomo":
             k = len(self.starts)
-            repeated = type(instances)(*(f.repeat_interleave(k, dim=0) for f in instances))
+            repeated = select_rows(instances, torch.arange(b, device=instances.locs.device).repeat_interleave(k))
             with self._autocast():
                 cost, log_likelihood = self.sampler(self.env, repeated, self.generator, self.starts.repeat(b))
             bl = cost.view(b, k).mean(dim=1).repeat_interleave(k)

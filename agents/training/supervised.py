@@ -1,11 +1,12 @@
 """Supervised training from labelled tours, as in the original Pointer Network paper (Vinyals, Fortunato &
 Jaitly, "Pointer Networks", NeurIPS 2015), and the plain-text format of its data sets.
 
-- :func:`label_tsp`: optimal TSP tours by the Held-Karp DP of :mod:`agents.exact` (n <= 12 or so in
-  seconds on a CPU).
+- Labels come from elsewhere: optimal TSP tours from :func:`agents.references.exact.label_tsp` (the
+  Held-Karp DP, n <= 12 or so in seconds on a CPU), or any heuristic's tours.
 - :func:`teacher_forcing_nll`: the policy steps the env with the label's actions (teacher forcing); the
   loss is the cross-entropy of the label's action under the policy's ``log_probs`` at each step, summed
-  over the steps of each instance. Any policy of the :mod:`agents.decoding` protocol and any problem.
+  over the steps of each instance. Any policy of the protocol of :mod:`agents.policies.protocol`, any
+  problem.
 - :func:`train_supervised`: Adam on the mean of that loss over shuffled mini-batches, for a few epochs.
 - :func:`write_ptrnet` / :func:`read_ptrnet`: the Pointer Network text format, one TSP instance per line,
   ``x0 y0 x1 y1 ... output 1 v2 ... vN 1``: the coordinates, the word ``output``, then the tour as 1-based
@@ -23,8 +24,8 @@ from torch import Tensor, nn
 
 from routing_gym.problems import get_problem
 
-from .decoding import make_env
-from .exact import held_karp
+from ..inference.rollout import make_env
+from ..policies.protocol import select_rows
 
 
 @dataclass(frozen=True)
@@ -43,21 +44,17 @@ class SupervisedConfig:
     """Seed of the shuffling."""
 
 
-def label_tsp(locs: Tensor) -> Tensor:
-    """Optimal tours (B, N) int64, 0-based, starting at node 0, of TSP instances ``locs`` (B, N, 2)."""
-    return held_karp(locs)[1]
-
-
 def teacher_forcing_nll(policy, problem: str, instances, actions: Tensor, env=None) -> Tensor:
     """Negative log-likelihood (B,) of the labelled ``actions`` under ``policy``, with teacher forcing.
 
     Args:
-        policy: a policy of the :mod:`agents.decoding` protocol (gradients flow through ``log_probs``).
+        policy: a policy of the protocol (gradients flow through ``log_probs``).
         problem: ``tsp``, ``cvrp``, ``op`` or ``pctsp``.
         instances: the problem's ``Instance`` of B instances.
         actions: (B, S) int64 feasible actions in order (finished episodes padded with their no-op node,
             whose steps count nothing); for TSP an open tour, the closing edge implied.
-        env: an env of B sub-envs from :func:`agents.decoding.make_env` to reuse (default: a new one).
+        env: an env of B sub-envs from :func:`agents.inference.rollout.make_env` to reuse (default: a new
+            one).
 
     Raises:
         ValueError: when a label takes a masked action (naming the instance and the step) or does not
@@ -65,8 +62,7 @@ def teacher_forcing_nll(policy, problem: str, instances, actions: Tensor, env=No
     """
     b = instances.locs.shape[0]
     if env is None:
-        has_depot = get_problem(problem).has_depot
-        env = make_env(problem, instances.locs.shape[1] - has_depot, b, instances.locs.device)
+        env = make_env(problem, get_problem(problem).size_of(instances), b, instances.locs.device)
     env = env.unwrapped if hasattr(env, "unwrapped") else env
     obs, _ = env.reset(options={"instances": instances})
     cache = policy.precompute(obs)
@@ -78,7 +74,7 @@ def teacher_forcing_nll(policy, problem: str, instances, actions: Tensor, env=No
         if not bool((allowed | ~counted).all()):
             row = int((~allowed & counted).nonzero()[0])
             raise ValueError(f"label of instance {row} takes masked action {int(a[row])} at step {t}")
-        logp = policy.log_probs(cache, obs)
+        logp, cache = policy.log_probs(cache, obs)
         nll = nll - torch.where(counted, logp.gather(1, a[:, None]).squeeze(1), 0.0)
         obs, *_ = env.step(a)
     if not bool(env.state.done.all()):
@@ -94,8 +90,7 @@ def train_supervised(policy: nn.Module, problem: str, instances, actions: Tensor
     b = instances.locs.shape[0]
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.lr)
     generator = torch.Generator().manual_seed(config.seed)
-    has_depot = get_problem(problem).has_depot
-    num_nodes = instances.locs.shape[1] - has_depot
+    num_nodes = get_problem(problem).size_of(instances)
     envs = {}
     history = []
     policy.train()
@@ -106,7 +101,7 @@ def train_supervised(policy: nn.Module, problem: str, instances, actions: Tensor
             idx = order[start:start + config.batch_size]
             if len(idx) not in envs:
                 envs[len(idx)] = make_env(problem, num_nodes, len(idx), instances.locs.device)
-            batch = type(instances)(*(f[idx] for f in instances))
+            batch = select_rows(instances, idx)
             loss = teacher_forcing_nll(policy, problem, batch, actions[idx], env=envs[len(idx)])
             optimizer.zero_grad(set_to_none=True)
             loss.mean().backward()

@@ -1,0 +1,2 @@
+"""What users run: the ``routing-gym`` command line (:mod:`.cli`), the shipped-model comparison
+(:mod:`.compare`) and the visual rollouts (:mod:`.visual`). May import every other layer."""

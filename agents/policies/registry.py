@@ -1,0 +1,21 @@
+"""The networks a checkpoint can hold, by name: ``TrainConfig.policy`` and a checkpoint's ``policy`` entry
+name one of :data:`POLICIES`, and :func:`build_policy` builds it from its config fields."""
+from __future__ import annotations
+
+from torch import nn
+
+from .attention_model import AttentionModel, AttentionModelConfig
+from .pointer_network import PointerNetwork, PointerNetworkConfig
+
+POLICIES = {  # name: (model class, its config class)
+    "attention": (AttentionModel, AttentionModelConfig),
+    "pointer": (PointerNetwork, PointerNetworkConfig),
+}
+
+
+def build_policy(name: str, model_config: dict) -> nn.Module:
+    """The policy ``name`` (a key of :data:`POLICIES`) built from its config fields."""
+    if name not in POLICIES:
+        raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {name!r}")
+    model, config = POLICIES[name]
+    return model(config(**model_config))

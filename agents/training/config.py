@@ -1,0 +1,68 @@
+"""The settings of a training run: :class:`TrainConfig`, saved in every trainer checkpoint (its fields are
+the checkpoint's ``config`` entry, so renaming one breaks resuming)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run depends on; the paper's values are the defaults."""
+
+    problem: str = "tsp"
+    """``tsp``, ``cvrp``, ``op`` or ``pctsp``."""
+    num_nodes: int = 20
+    """Customers (TSP: nodes) per instance."""
+    prize_type: str = "dist"
+    """OP prize distribution (``const``, ``unif``, ``dist``); ignored by the other problems."""
+    epochs: int = 100
+    """Number of epochs."""
+    epoch_size: int = 1_280_000
+    """Fresh random training instances per epoch."""
+    batch_size: int = 512
+    """Instances per gradient step."""
+    lr: float = 1e-4
+    """Adam learning rate."""
+    lr_decay: float = 1.0
+    """Learning rate multiplied by this after every epoch."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clipping threshold."""
+    baseline: str = "rollout"
+    """``rollout`` (greedy rollout of a frozen copy, replaced by the t-test), ``exponential``, or
+    ``pomo`` (Kwon et al. 2020: each instance sampled from every start node, their mean cost the shared
+    baseline; ``batch_size`` then counts instances, each rolled out N times), or ``critic`` (Bello et al.
+    2017: :class:`agents.policies.critic.Critic` predicts the cost and is fitted to it by mean squared error)."""
+    critic_lr: float = 1e-4
+    """Adam learning rate of the critic (``baseline="critic"``)."""
+    warmup_epochs: int = 1
+    """Epochs during which the exponential baseline stands in for the rollout baseline."""
+    exp_beta: float = 0.8
+    """Decay of the exponential moving-average baseline."""
+    bl_alpha: float = 0.05
+    """Significance level of the one-sided paired t-test that replaces the rollout baseline."""
+    eval_size: int = 10_000
+    """Instances in the rollout baseline's evaluation set (regenerated when the baseline changes)."""
+    val_size: int = 10_000
+    """Instances in the fixed validation set."""
+    val_seed: int = 1234
+    """Seed of the validation set (kept apart from the training stream)."""
+    seed: int = 0
+    """Seed of the training stream (instances, sampling, initial weights)."""
+    device: str = "auto"
+    """``auto`` (CUDA when available), ``cpu``, ``cuda`` or ``cuda:K``."""
+    bf16: bool = False
+    """bf16 autocast on CUDA for the forward passes."""
+    eval_batch_size: int = 1024
+    """Batch size of the greedy evaluations (baseline and validation)."""
+    out_dir: str = "runs/train"
+    """Where checkpoints, ``metrics.csv`` and TensorBoard logs go."""
+    policy: str = "attention"
+    """The network trained, a key of :data:`agents.policies.registry.POLICIES`: ``attention`` (the
+    Attention Model) or ``pointer`` (the Pointer Network)."""
+    model: dict = field(default_factory=dict)
+    """Overrides of the policy's config fields
+    (:class:`~agents.policies.attention_model.AttentionModelConfig`, e.g. ``{"n_layers": 2}``, or
+    :class:`~agents.policies.pointer_network.PointerNetworkConfig`)."""
+
+    def variant(self) -> dict:
+        return {"prize_type": self.prize_type} if self.problem == "op" else {}
