@@ -140,12 +140,6 @@ def env_policy(policy, name: str, *, deterministic: bool = True, generator: torc
     return act
 
 
-def start_nodes(problem: str, n_total: int, device=None) -> Tensor:
-    """The first actions of multi-start decoding: every node for TSP, every customer otherwise."""
-    first = 0 if problem == "tsp" else 1
-    return torch.arange(first, n_total, device=device)
-
-
 @torch.no_grad()
 def evaluate(policy: Policy, problem: str, instances, *, batch_size: int = 1000, strategy: str = "greedy",
              device: Any = "cpu", generator: torch.Generator | None = None, **variant: Any) -> Tensor:

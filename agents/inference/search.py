@@ -26,7 +26,7 @@ from torch import Tensor
 from routing_gym.problems import get_problem, step, tour_cost
 
 from ..policies.protocol import Policy, select_rows
-from .rollout import make_env, replay, rollout, start_nodes
+from .rollout import make_env, replay, rollout
 
 STRATEGIES = ("greedy", "sample", "beam", "multistart")
 NUM_AUGMENTATIONS = 8
@@ -160,11 +160,11 @@ def sample_best(policy: Policy, problem, instances, num_samples: int, *, augment
 @torch.no_grad()
 def multistart(policy: Policy, problem, instances, *, augment: int = NUM_AUGMENTATIONS,
                batch_size: int = 1000) -> Decoded:
-    """POMO inference: a greedy rollout from every start node (:func:`~agents.inference.rollout.start_nodes`)
+    """POMO inference: a greedy rollout from every start node (the problem's ``start_nodes``)
     on each of ``augment`` transforms; the cheapest per instance. Instances where no start is feasible (OP with
     every customer out of reach) fall back to plain greedy decoding."""
     problem = get_problem(problem) if isinstance(problem, str) else problem
-    starts = start_nodes(problem.name, instances.locs.shape[1])
+    starts = problem.start_nodes(instances.locs.shape[1])
     t = transforms(augment)
     copies = Copies(t.repeat_interleave(len(starts)), starts.repeat(len(t)))
     cost, tours = best_of_copies(policy, problem, instances, copies, batch_size=batch_size)

@@ -1,6 +1,6 @@
 """The Attention Model policy of Kool, van Hoof & Welling, "Attention, Learn to Solve Routing Problems!",
-ICLR 2019 (code: wouterkool/attention-learn-to-route, ``nets/attention_model.py``), for TSP, CVRP, OP and
-PCTSP.
+ICLR 2019 (code: wouterkool/attention-learn-to-route, ``nets/attention_model.py``), for every problem of
+``routing_gym.problems`` (TSP, CVRP, SDVRP, OP, PCTSP, SPCTSP).
 
 - Encoder: a linear embedding of each node's features (depot problems embed node 0 with its own
   linear layer of (x, y)), then ``n_layers`` layers of multi-head self-attention and a ReLU
@@ -14,10 +14,13 @@ PCTSP.
   Representation?", NeurIPS 2021): every encoder layer adds a learned per-head bias ``phi_h(d_ij)`` of
   the Euclidean distance between nodes i and j to its self-attention logits before the softmax.
 
-The problem-specific parts are two small adapters per problem, picked from :data:`ADAPTERS`: what a
-node's initial embedding reads (after its (x, y), in Kool's order) and the step context (TSP: the
-first and current node, a learned placeholder at step 0; CVRP, OP, PCTSP: the current node and the
-remaining capacity, remaining length or prize still to collect).
+The problem-specific parts come from what the problem unit declares (its ``policy``, a
+:class:`~routing_gym.problems.base.PolicyInputs`), never from its name: what a node's initial embedding
+reads (after its (x, y), in Kool's order; node 0 by a depot layer of its own where there is a depot), the
+step context (:class:`StepContext`: TSP the first and current node, a learned placeholder at step 0; the
+others the current node and the remaining capacity, remaining length or prize still to collect), and
+per-node features that change during an episode (SDVRP's remaining demand), projected at every step and
+added to the cached glimpse keys, values and pointer keys (Kool's ``project_node_step``).
 
 The policy protocol of :mod:`agents.policies.protocol`: ``precompute(obs) -> AttentionCache`` runs the
 encoder on the first observation; ``log_probs(cache, obs) -> (log_probs (B, N), cache)`` gives the next
@@ -30,13 +33,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import partial
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from routing_gym.problems import PROBLEMS, get_problem
+from routing_gym.problems.base import PolicyInputs
 
 from .protocol import batch_observation
 
@@ -48,7 +53,7 @@ class AttentionModelConfig:
     """Hyper-parameters of the Attention Model; the defaults are the paper's."""
 
     problem: str
-    """Which routing problem: ``"tsp"``, ``"cvrp"``, ``"op"`` or ``"pctsp"`` (a key of :data:`ADAPTERS`)."""
+    """Which routing problem: a key of ``routing_gym.problems.PROBLEMS`` (``"tsp"``, ``"cvrp"``, ...)."""
     embed_dim: int = 128
     """D, the width of node embeddings and of the decoder's context."""
     n_heads: int = 8
@@ -67,8 +72,8 @@ class AttentionModelConfig:
     The default model's parameters and their names are unchanged by this field."""
 
     def __post_init__(self):
-        if self.problem not in ADAPTERS:
-            raise ValueError(f"problem must be one of {sorted(ADAPTERS)}, got {self.problem!r}")
+        if self.problem not in PROBLEMS:
+            raise ValueError(f"problem must be one of {sorted(PROBLEMS)}, got {self.problem!r}")
         if self.embed_dim % self.n_heads:
             raise ValueError(f"n_heads ({self.n_heads}) must divide embed_dim ({self.embed_dim})")
         if self.normalization not in NORMALIZATIONS:
@@ -117,40 +122,31 @@ class DepotNodeEmbedding(NodeEmbedding):
         return torch.cat([self.depot(obs["locs"][:, :1]), nodes], dim=1)  # (B, N, D)
 
 
-class FirstCurrentContext(nn.Module):
-    """TSP step context (B, 2D): the embeddings of the first and the current node, or a learned
-    placeholder where ``obs["step"] == 0``."""
+class StepContext(nn.Module):
+    """The decoder's step context from what the problem declares (:class:`PolicyInputs`): the embeddings
+    of its ``context_nodes`` (TSP: first and current node; the others: the current node) followed by its
+    ``context_scalars`` (B, 1) each (remaining capacity, remaining length or prize still to collect);
+    with ``placeholder_at_start`` a learned placeholder stands in while ``obs["step"] == 0``."""
 
-    def __init__(self, embed_dim: int):
+    def __init__(self, inputs: PolicyInputs, embed_dim: int):
         super().__init__()
-        self.dim = 2 * embed_dim
-        self.placeholder = nn.Parameter(torch.empty(self.dim).uniform_(-1.0, 1.0))
+        self.nodes, self.scalars = inputs.context_nodes, inputs.context_scalars
+        self.dim = len(self.nodes) * embed_dim + len(self.scalars)
+        if inputs.placeholder_at_start:  # registered only then, so the other problems' state dicts lack it
+            self.placeholder = nn.Parameter(torch.empty(self.dim).uniform_(-1.0, 1.0))
 
     def forward(self, embeddings: Tensor, obs: dict[str, Tensor]) -> Tensor:
-        nodes = gather_nodes(embeddings, torch.stack([obs["first_node"], obs["current_node"]], dim=1))  # (B, 2D)
-        return torch.where(obs["step"] == 0, self.placeholder, nodes)
+        nodes = gather_nodes(embeddings, torch.stack([obs[k] for k in self.nodes], dim=1))  # (B, len(nodes) * D)
+        context = torch.cat([nodes, *(obs[k] for k in self.scalars)], dim=-1) if self.scalars else nodes
+        if hasattr(self, "placeholder"):
+            context = torch.where(obs["step"] == 0, self.placeholder, context)
+        return context  # (B, dim)
 
 
-class CurrentScalarContext(nn.Module):
-    """Depot problems' step context (B, D + 1): the current node's embedding and the scalar
-    observation ``key`` (remaining capacity, remaining length or prize still to collect)."""
-
-    def __init__(self, key: str, embed_dim: int):
-        super().__init__()
-        self.key = key
-        self.dim = embed_dim + 1
-
-    def forward(self, embeddings: Tensor, obs: dict[str, Tensor]) -> Tensor:
-        return torch.cat([gather_nodes(embeddings, obs["current_node"][:, None]), obs[self.key]], dim=-1)  # (B, D + 1)
-
-
-ADAPTERS: dict[str, tuple[Callable[[int], nn.Module], Callable[[int], nn.Module]]] = {
-    # problem: (initial embedding, step context), each built from the embedding width D
-    "tsp": (partial(NodeEmbedding, ()), FirstCurrentContext),
-    "cvrp": (partial(DepotNodeEmbedding, ("demand",)), partial(CurrentScalarContext, "remaining_capacity")),
-    "op": (partial(DepotNodeEmbedding, ("prize",)), partial(CurrentScalarContext, "remaining_length")),
-    "pctsp": (partial(DepotNodeEmbedding, ("prize", "penalty")), partial(CurrentScalarContext, "prize_to_collect")),
-}
+def node_embedding(problem: str, embed_dim: int) -> nn.Module:
+    """The initial node embedding of ``problem`` (its declared ``policy.node_features``; a depot of its own)."""
+    unit = get_problem(problem)
+    return (DepotNodeEmbedding if unit.has_depot else NodeEmbedding)(unit.policy.node_features, embed_dim)
 
 
 # -- encoder --------------------------------------------------------------------------------------
@@ -246,10 +242,13 @@ class AttentionModel(nn.Module):
         super().__init__()
         self.config = config
         d = config.embed_dim
-        make_embedding, make_context = ADAPTERS[config.problem]
-        self.init_embedding = make_embedding(d)
+        inputs = get_problem(config.problem).policy
+        self.init_embedding = node_embedding(config.problem, d)
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_layers))
-        self.step_context = make_context(d)
+        self.step_context = StepContext(inputs, d)
+        self.dynamic = inputs.dynamic_features
+        if self.dynamic:  # Kool's project_node_step (SDVRP): registered only then, other state dicts unchanged
+            self.project_node_step = nn.Linear(len(self.dynamic), 3 * d, bias=False)
         self.project_node_embeddings = nn.Linear(d, 3 * d, bias=False)  # glimpse key, glimpse value, logit key
         self.project_fixed_context = nn.Linear(d, d, bias=False)
         self.project_step_context = nn.Linear(self.step_context.dim, d, bias=False)
@@ -289,10 +288,18 @@ class AttentionModel(nn.Module):
         b, d = cache.fixed_context.shape
         heads = self.config.n_heads
         query = cache.fixed_context + self.project_step_context(self.step_context(cache.node_embeddings, obs))  # (B, D)
-        glimpse = F.scaled_dot_product_attention(query.view(b, heads, 1, d // heads), cache.glimpse_key,
-                                                 cache.glimpse_val, attn_mask=mask[:, None, None, :])  # (B, H, 1, K)
+        glimpse_key, glimpse_val, logit_key = cache.glimpse_key, cache.glimpse_val, cache.logit_key
+        if self.dynamic:  # per-step node features projected and added to the cached keys and values
+            n = logit_key.shape[1]
+            step = torch.stack([obs[k] for k in self.dynamic], dim=-1)  # (B, N, F)
+            key_step, val_step, logit_step = self.project_node_step(step).chunk(3, dim=-1)  # (B, N, D) each
+            glimpse_key = glimpse_key + key_step.view(b, n, heads, d // heads).transpose(1, 2)  # (B, H, N, K)
+            glimpse_val = glimpse_val + val_step.view(b, n, heads, d // heads).transpose(1, 2)
+            logit_key = logit_key + logit_step / math.sqrt(d)  # (B, N, D)
+        glimpse = F.scaled_dot_product_attention(query.view(b, heads, 1, d // heads), glimpse_key,
+                                                 glimpse_val, attn_mask=mask[:, None, None, :])  # (B, H, 1, K)
         glimpse = self.project_out(glimpse.reshape(b, d))  # (B, D)
-        logits = torch.einsum("bd,bnd->bn", glimpse, cache.logit_key)  # (B, N)
+        logits = torch.einsum("bd,bnd->bn", glimpse, logit_key)  # (B, N)
         if self.config.tanh_clipping > 0:
             logits = self.config.tanh_clipping * torch.tanh(logits)
         return logits.masked_fill(~mask, -math.inf).log_softmax(dim=-1), cache

@@ -3,7 +3,7 @@ Reinforcement Learning", 2017 (section 4, "Critic's architecture").
 
 The critic predicts the expected cost of the policy on an instance, from the instance alone:
 
-- Encoder: the per-problem linear node embedding (:data:`agents.policies.attention_model.ADAPTERS`), then an LSTM
+- Encoder: the per-problem linear node embedding (:func:`agents.policies.attention_model.node_embedding`), then an LSTM
   over the node sequence (as the Pointer Network's encoder); its outputs ``e_j`` are the memory.
 - Process block: ``n_process`` steps that start from the encoder's final hidden state ``q`` and replace it
   by a glimpse over the memory, ``q <- sum_j softmax_j(v^T tanh(W e_j + U q)) e_j``.
@@ -23,7 +23,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from .attention_model import ADAPTERS
+from routing_gym.problems import PROBLEMS
+
+from .attention_model import node_embedding
 
 
 @dataclass(frozen=True)
@@ -31,15 +33,15 @@ class CriticConfig:
     """Hyper-parameters of the critic; the defaults are Bello et al.'s."""
 
     problem: str
-    """Which routing problem: ``"tsp"``, ``"cvrp"``, ``"op"`` or ``"pctsp"``."""
+    """Which routing problem: a key of ``routing_gym.problems.PROBLEMS``."""
     embed_dim: int = 128
     """D, the width of the node embeddings, the LSTM state and the hidden layer."""
     n_process: int = 3
     """Process-block steps (glimpses) between the encoder and the decoder."""
 
     def __post_init__(self):
-        if self.problem not in ADAPTERS:
-            raise ValueError(f"problem must be one of {sorted(ADAPTERS)}, got {self.problem!r}")
+        if self.problem not in PROBLEMS:
+            raise ValueError(f"problem must be one of {sorted(PROBLEMS)}, got {self.problem!r}")
         if self.n_process < 0:
             raise ValueError(f"n_process must be >= 0, got {self.n_process}")
 
@@ -51,7 +53,7 @@ class Critic(nn.Module):
         super().__init__()
         self.config = config
         d = config.embed_dim
-        self.init_embedding = ADAPTERS[config.problem][0](d)
+        self.init_embedding = node_embedding(config.problem, d)
         self.encoder = nn.LSTM(d, d, batch_first=True)
         self.project_ref = nn.Linear(d, d)
         self.project_query = nn.Linear(d, d)

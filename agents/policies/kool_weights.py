@@ -20,6 +20,7 @@ theirs                                         shape            ours
 ``embedder.layers.{i}.2.module.{0,2}.*``       (512, D), ...    ``layers.{i}.feed_forward.{0,2}.*``
 ``embedder.layers.{i}.3.normalizer.*``         (D,)             ``layers.{i}.norm2.norm.*``
 ``W_placeholder`` (TSP)                        (2D,)            ``step_context.placeholder``
+``project_node_step.weight`` (SDVRP)           (3D, 1)          same name
 ``project_{node_embeddings,fixed_context,...}`` as ours          same names
 ============================================== ================ ====================================
 """
@@ -37,8 +38,8 @@ from .attention_model import AttentionModel, AttentionModelConfig
 
 # Their ``args.json`` "problem" -> ours. Their OP models were trained on one prize distribution
 # ("op_dist", or "op" with "data_distribution"); the network is the same for any.
-PROBLEM_NAMES = {"tsp": "tsp", "cvrp": "cvrp", "op": "op", "op_const": "op", "op_unif": "op", "op_dist": "op",
-                 "pctsp_det": "pctsp"}
+PROBLEM_NAMES = {"tsp": "tsp", "cvrp": "cvrp", "sdvrp": "sdvrp", "op": "op", "op_const": "op", "op_unif": "op",
+                 "op_dist": "op", "pctsp_det": "pctsp", "pctsp_stoch": "spctsp"}
 # Node features after (x, y) -> problem, for state dicts without args.json (3 is CVRP or OP: ambiguous).
 PROBLEM_BY_NODE_DIM = {2: "tsp", 4: "pctsp"}
 
@@ -62,7 +63,7 @@ def same(w: Tensor) -> Tensor:
 
 def key_mapping(n_layers: int) -> dict[str, tuple[tuple[str, ...], Transform]]:
     """``our key -> (their keys, transform)``: our tensor is ``transform(*their tensors)``. It covers all
-    four problems and both normalisations; a model uses the entries whose keys it has."""
+    problems and both normalisations; a model uses the entries whose keys it has."""
     mapping: dict[str, tuple[tuple[str, ...], Transform]] = {"step_context.placeholder": (("W_placeholder",), same)}
     for p in ("weight", "bias"):
         mapping[f"init_embedding.node.{p}"] = ((f"init_embed.{p}",), same)
@@ -78,7 +79,8 @@ def key_mapping(n_layers: int) -> dict[str, tuple[tuple[str, ...], Transform]]:
         for j in (0, 2):
             for p in ("weight", "bias"):
                 mapping[f"{ours}.feed_forward.{j}.{p}"] = ((f"{theirs}.2.module.{j}.{p}",), same)
-    for name in ("project_node_embeddings", "project_fixed_context", "project_step_context", "project_out"):
+    for name in ("project_node_embeddings", "project_fixed_context", "project_step_context", "project_out",
+                 "project_node_step"):  # the last for SDVRP only
         mapping[f"{name}.weight"] = ((f"{name}.weight",), same)
     return mapping
 

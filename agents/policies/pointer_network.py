@@ -2,11 +2,11 @@
 Bello, Pham, Le, Norouzi & Bengio, "Neural Combinatorial Optimization with Reinforcement Learning", 2017.
 
 - Encoder: a linear embedding of each node's features (Bello et al.; the same per-problem embeddings as
-  the Attention Model, :data:`agents.policies.attention_model.ADAPTERS`), then an LSTM over the node sequence;
+  the Attention Model, :func:`agents.policies.attention_model.node_embedding`), then an LSTM over the node sequence;
   its outputs ``e_j`` are the references and its final state starts the decoder.
 - Decoder: an LSTM cell fed, at step 0, a learned start input and, afterwards, the embedding of the node
   chosen last (``obs["current_node"]``); depot problems append their step scalar (remaining capacity,
-  remaining length or prize still to collect, :data:`STEP_SCALARS`) to that input.
+  remaining length or prize still to collect, the problem's declared ``policy.context_scalars``) to that input.
 - Pointer: one glimpse ``g = sum_j softmax_j(v_g^T tanh(W_g e_j + U_g d)) W_g e_j`` over the allowed
   nodes, then additive attention ``u_j = v^T tanh(W e_j + U g)`` clipped to ``C tanh(u_j)`` (C = 10,
   Bello et al.), ``-inf`` where ``obs["action_mask"]`` forbids node j.
@@ -37,24 +37,17 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .attention_model import ADAPTERS, gather_nodes
+from routing_gym.problems import PROBLEMS, get_problem
+
+from .attention_model import gather_nodes, node_embedding
 from .protocol import batch_observation
-
-STEP_SCALARS: dict[str, tuple[str, ...]] = {
-    # problem: observation keys (B, 1) appended to the decoder input
-    "tsp": (),
-    "cvrp": ("remaining_capacity",),
-    "op": ("remaining_length",),
-    "pctsp": ("prize_to_collect",),
-}
-
 
 @dataclass(frozen=True)
 class PointerNetworkConfig:
     """Hyper-parameters of the Pointer Network; the defaults are Bello et al. 2017's."""
 
     problem: str
-    """Which routing problem: ``"tsp"``, ``"cvrp"``, ``"op"`` or ``"pctsp"`` (a key of :data:`STEP_SCALARS`)."""
+    """Which routing problem: a key of ``routing_gym.problems.PROBLEMS``."""
     embed_dim: int = 128
     """D, the width of the node embeddings and of the LSTM states."""
     n_glimpses: int = 1
@@ -63,8 +56,8 @@ class PointerNetworkConfig:
     """C in the pointer logits ``C * tanh(u)``; 0 disables the clipping."""
 
     def __post_init__(self):
-        if self.problem not in STEP_SCALARS:
-            raise ValueError(f"problem must be one of {sorted(STEP_SCALARS)}, got {self.problem!r}")
+        if self.problem not in PROBLEMS:
+            raise ValueError(f"problem must be one of {sorted(PROBLEMS)}, got {self.problem!r}")
         if self.n_glimpses < 0:
             raise ValueError(f"n_glimpses must be >= 0, got {self.n_glimpses}")
 
@@ -106,8 +99,8 @@ class PointerNetwork(nn.Module):
         super().__init__()
         self.config = config
         d = config.embed_dim
-        self.scalars = STEP_SCALARS[config.problem]
-        self.init_embedding = ADAPTERS[config.problem][0](d)
+        self.scalars = get_problem(config.problem).policy.context_scalars
+        self.init_embedding = node_embedding(config.problem, d)
         self.encoder = nn.LSTM(d, d, batch_first=True)
         self.decoder = nn.LSTMCell(d + len(self.scalars), d)
         self.start_input = nn.Parameter(torch.empty(d).uniform_(-1 / math.sqrt(d), 1 / math.sqrt(d)))

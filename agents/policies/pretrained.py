@@ -28,8 +28,13 @@ def save_policy(path: str | os.PathLike, policy: AttentionModel, meta: dict[str,
 
 def load_policy_file(path: str | os.PathLike, device: Any = "cpu") -> AttentionModel:
     """An attention model from a routing-gym checkpoint (kind ``policy`` or ``trainer``) or from the
-    reference weights of Kool et al. (a dict with only a ``model`` state dict, ``args.json`` beside it)."""
+    reference weights of Kool et al. (a dict with only a ``model`` state dict, ``args.json`` beside it;
+    or their folder, whose last ``epoch-<k>.pt`` is read)."""
     path = Path(path)
+    if path.is_dir():
+        from .kool_weights import load_kool_weights
+
+        return load_kool_weights(path).to(device)
     try:
         raw = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001

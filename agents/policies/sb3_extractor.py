@@ -56,23 +56,26 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.type_aliases import Schedule
 from torch import Tensor, nn
 
+from routing_gym.problems import PROBLEMS
+
 from .attention_model import AttentionModel, AttentionModelConfig
 
-PROBLEM_BY_KEY = {  # an observation key that only one problem has -> that problem
-    "first_node": "tsp",
-    "remaining_capacity": "cvrp",
-    "remaining_length": "op",
-    "prize_to_collect": "pctsp",
-}
-
-
 def infer_problem(observation_space: spaces.Dict) -> str:
-    """The problem whose observation space this is, from its characteristic key."""
-    found = [p for key, p in PROBLEM_BY_KEY.items() if key in observation_space.spaces]
-    if len(found) != 1:
-        raise ValueError(f"cannot tell the routing problem from observation keys {sorted(observation_space.spaces)}; "
-                         f"pass problem= one of {sorted(PROBLEM_BY_KEY.values())}")
-    return found[0]
+    """The problem whose observation space this is: the registered problem whose observation keys are
+    exactly the space's. Problems with the same keys (CVRP and SDVRP, PCTSP and SPCTSP) that the encoder
+    reads alike (same node features and step context) give the same network, and the first registered is
+    named; otherwise ``problem=`` must be passed."""
+    n_total = observation_space["locs"].shape[0]
+    keys = set(observation_space.spaces)
+    found = [p for p in PROBLEMS.values()
+             if keys == set(p.bounds(n_total)) | set(p.node_indices) | {"action_mask"}]
+    if not found:
+        raise ValueError(f"cannot tell the routing problem from observation keys {sorted(keys)}; "
+                         f"pass problem= one of {sorted(PROBLEMS)}")
+    reads = {(p.has_depot, p.policy.node_features, p.policy.context_nodes, p.policy.context_scalars) for p in found}
+    if len(reads) > 1:
+        raise ValueError(f"observation keys {sorted(keys)} fit {[p.name for p in found]}; pass problem=")
+    return found[0].name
 
 
 class AttentionExtractor(BaseFeaturesExtractor):
@@ -81,7 +84,8 @@ class AttentionExtractor(BaseFeaturesExtractor):
 
     Args:
         observation_space: a routing env's ``Dict`` observation space (SB3 passes it).
-        problem: ``"tsp"``, ``"cvrp"``, ``"op"`` or ``"pctsp"``; inferred from the keys when None.
+        problem: a key of ``routing_gym.problems.PROBLEMS``; inferred from the keys when None
+            (:func:`infer_problem`).
         embed_dim, n_heads, n_layers, ff_hidden, normalization: the encoder's
             :class:`agents.policies.attention_model.AttentionModelConfig` fields (defaults: the paper's width
             and depth, instance normalisation).

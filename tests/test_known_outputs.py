@@ -1,0 +1,122 @@
+"""Known outputs of the shipped models and of the paper's weights, through every path a user acts with:
+``predict`` in a single env, ``routing-gym eval``, ``routing-gym render`` and ``routing-gym compare``.
+
+A policy that ignores its network (say, one that takes the first allowed node) passes shape and
+feasibility checks; these tests fail it twice over: the known tours and costs (recorded from the
+committed weights; retraining a shipped model means recording them anew) and the margin by which the
+models beat nearest neighbour. The last test checks that they do fail such a policy.
+"""
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+import torch
+
+import agents
+import routing_gym  # noqa: F401
+from agents.apps.cli import main
+from agents.apps.compare import compare_problem
+from agents.inference.rollout import evaluate
+from agents.policies.attention_model import AttentionModel
+from agents.policies.kool_weights import load_kool_weights
+from agents.references.heuristics import heuristic_tours
+from routing_gym.problems import get_problem, tour_cost
+
+KOOL = Path(__file__).resolve().parents[2] / "shared" / "reference-models" / "kool2019"
+
+# shipped model, single env reset(seed=0), greedy predict: (tour, cost)
+PREDICT = {
+    "tsp": ([3, 18, 4, 0, 6, 16, 11, 17, 10, 19, 8, 7, 14, 9, 5, 1, 15, 2, 13, 12], 3.949592),
+    "cvrp": ([17, 10, 19, 8, 7, 20, 0, 14, 9, 1, 5, 15, 0, 13, 2, 12, 3, 18, 0, 4, 6, 16, 11], 6.599937),
+    "op": ([18, 20, 9, 5, 15, 2, 13, 0], -4.68),
+    "pctsp": ([11, 17, 10, 19, 7, 14, 20, 9, 5, 15, 13, 18, 0], 3.417285),
+}
+# `routing-gym eval --problem P --num-nodes 20 --policy pretrained --num-instances 200 --seed 7`: mean cost
+EVAL = {"tsp": 3.9594, "cvrp": 6.6401, "op": -4.8539, "pctsp": 3.4440}
+# `routing-gym render --problem P --num-nodes 20 --policy pretrained --seed 3`: the episode's cost
+RENDER = {"tsp": 3.2191, "cvrp": 4.9854, "op": -5.6400, "pctsp": 3.6231}
+# the paper's weights (folder), greedy on 200 generated n = 20 instances (seed 1234): mean cost; the paper's
+# Table 1 (10,000 instances) for comparison: 3.85 / 6.40 / 6.39 / -5.19 / 3.18 / 3.26
+REFERENCE = {"tsp": ("tsp_20", 3.85281), "cvrp": ("cvrp_20", 6.39584), "sdvrp": ("sdvrp_20", 6.41404),
+             "op": ("op_dist_20", -5.3088), "pctsp": ("pctsp_det_20", 3.17631), "spctsp": ("pctsp_stoch_20", 3.25524)}
+
+
+def cli(*argv) -> str:
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(list(argv)) == 0
+    return buf.getvalue()
+
+
+def first_allowed(self, cache, obs):
+    """A stand-in that ignores the network: all mass on the first allowed node."""
+    mask = obs["action_mask"].bool()
+    first = mask.float().argmax(dim=-1, keepdim=True)
+    logits = torch.full(mask.shape, -1e4).scatter(1, first, 0.0)
+    return logits.masked_fill(~mask, float("-inf")).log_softmax(dim=-1), cache
+
+
+def predict_episode(problem: str):
+    model = agents.load_pretrained(problem, 20)
+    env = gym.make(f"routing/{problem.upper()}-20")
+    obs, _ = env.reset(seed=0)
+    terminated = False
+    while not terminated:
+        action, _ = model.predict(obs)
+        obs, _, terminated, _, info = env.step(action)
+    return info["tour"], info["cost"]
+
+
+@pytest.mark.parametrize("problem", sorted(PREDICT))
+def test_shipped_model__predict_gives_the_known_tour(problem):
+    tour, cost = predict_episode(problem)
+    assert tour == PREDICT[problem][0]
+    assert cost == pytest.approx(PREDICT[problem][1], abs=1e-5)
+
+
+@pytest.mark.parametrize("problem", sorted(EVAL))
+def test_shipped_model__eval_gives_the_known_mean_and_beats_nearest_neighbour(problem):
+    out = cli("eval", "--problem", problem, "--num-nodes", "20", "--policy", "pretrained", "--num-instances", "200",
+              "--seed", "7")
+    mean = float(re.search(r"mean cost (-?[\d.]+)", out).group(1))
+    assert mean == pytest.approx(EVAL[problem], abs=2e-4)
+    unit = get_problem(problem)
+    instances = unit.generate(200, 20, generator=torch.Generator().manual_seed(7))
+    nearest = float(tour_cost(unit, instances, heuristic_tours(unit, instances, "nearest")).mean())
+    assert mean < nearest - 0.05 * abs(nearest)  # at least 5% better than nearest neighbour
+
+
+@pytest.mark.parametrize("problem", sorted(RENDER))
+def test_shipped_model__render_records_the_known_episode(problem, tmp_path):
+    out = cli("render", "--problem", problem, "--num-nodes", "20", "--policy", "pretrained", "--seed", "3",
+              "--out", str(tmp_path / "episode.gif"))
+    assert float(re.search(r"pretrained: cost (-?[\d.]+)", out).group(1)) == pytest.approx(RENDER[problem], abs=2e-4)
+    assert (tmp_path / "episode.gif").stat().st_size > 0
+
+
+def test_shipped_model__compare_table_rows_are_the_models_costs():
+    rows = {r["method"]: r for r in compare_problem("cvrp", 20, 200, 7)}
+    assert rows["shipped model, greedy"]["cost"] == pytest.approx(EVAL["cvrp"], abs=2e-4)  # same set as eval
+    assert rows["shipped model, greedy"]["cost"] < rows["nearest neighbour"]["cost"]
+
+
+@pytest.mark.skipif(not KOOL.is_dir(), reason="the paper's weights are not beside the repository "
+                    "(../shared/reference-models/kool2019/); place them there to run this test")
+@pytest.mark.parametrize("problem", sorted(REFERENCE))
+def test_reference_weights__greedy_mean_cost_is_known(problem):
+    folder, mean = REFERENCE[problem]
+    model = load_kool_weights(KOOL / folder)
+    instances = get_problem(problem).generate(200, 20, generator=torch.Generator().manual_seed(1234))
+    assert float(evaluate(model, problem, instances).mean()) == pytest.approx(mean, abs=2e-4)
+
+
+def test_known_outputs__fail_a_policy_that_ignores_its_network(monkeypatch):
+    monkeypatch.setattr(AttentionModel, "log_probs", first_allowed)
+    tour, _ = predict_episode("tsp")
+    assert tour != PREDICT["tsp"][0]
+    out = cli("eval", "--problem", "cvrp", "--num-nodes", "20", "--policy", "pretrained", "--num-instances", "200",
+              "--seed", "7")
+    assert float(re.search(r"mean cost (-?[\d.]+)", out).group(1)) != pytest.approx(EVAL["cvrp"], abs=2e-4)
