@@ -23,7 +23,8 @@ PROBLEMS = ("tsp", "cvrp", "op", "pctsp")
 REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference-models" / "kool2019"
 # folder, problem, env variant, published greedy mean cost at n = 20 (Table 1 of the paper)
 KOOL_20 = [("tsp_20", "tsp", {}, 3.85), ("cvrp_20", "cvrp", {}, 6.40),
-           ("op_dist_20", "op", {"prize_type": "dist"}, -5.19), ("pctsp_det_20", "pctsp", {}, 3.18)]
+           ("op_dist_20", "op", {"prize_type": "dist"}, -5.19), ("pctsp_det_20", "pctsp", {}, 3.18),
+           ("sdvrp_20", "sdvrp", {}, 6.39), ("pctsp_stoch_20", "spctsp", {}, 3.26)]
 
 
 def untrained(problem: str, seed: int = 0) -> AttentionModel:
@@ -176,9 +177,12 @@ def test_kool_weights__greedy_cost_matches_table_1(folder, problem, variant, pub
 def test_kool_weights__clear_errors_name_the_file(tmp_path):
     source = reference_models() / "cvrp_20"
     state = torch.load(source / "epoch-99.pt", weights_only=True)["model"]
-    (tmp_path / "args.json").write_text(json.dumps({"problem": "sdvrp", "model": "attention"}))
+    (tmp_path / "args.json").write_text(json.dumps({"problem": "vrptw", "model": "attention"}))
     torch.save({"model": state}, tmp_path / "epoch-99.pt")
-    with pytest.raises(ValueError, match=r"args\.json.*sdvrp"):
+    with pytest.raises(ValueError, match=r"args\.json.*vrptw"):
+        load_kool_weights(tmp_path)
+    (tmp_path / "args.json").write_text(json.dumps({"problem": "sdvrp"}))  # CVRP weights lack SDVRP's step projection
+    with pytest.raises(ValueError, match=r"epoch-99\.pt.*project_node_step"):
         load_kool_weights(tmp_path)
     (tmp_path / "args.json").write_text(json.dumps({"problem": "cvrp"}))
     del state["project_out.weight"]
