@@ -67,7 +67,7 @@ def emulate(out_dir):
     local = cfg.batch_size // WORLD
     env = make_env(cfg.problem, cfg.num_nodes, local)
     streams = [torch.Generator().manual_seed(cfg.seed + RANK_SEED_STRIDE * r) for r in range(WORLD)]
-    grads = []
+    grads, value = [], None
     for _ in range(cfg.epoch_size // cfg.batch_size):
         trainer.policy.train()
         outs = []
@@ -75,8 +75,7 @@ def emulate(out_dir):
             instances = trainer.problem.generate(local, cfg.num_nodes, generator=g)
             outs.append(rollout(trainer.policy, env, instances, strategy="sample", generator=g))
         mean = sum(float(o.cost.mean()) for o in outs) / WORLD
-        value = mean if trainer.exp_value is None else cfg.exp_beta * trainer.exp_value + (1 - cfg.exp_beta) * mean
-        trainer.exp_value = value
+        value = mean if value is None else cfg.exp_beta * value + (1 - cfg.exp_beta) * mean
         loss = sum(((o.cost - value).detach() * o.log_likelihood).mean() for o in outs) / WORLD
         trainer.optimizer.zero_grad()
         loss.backward()

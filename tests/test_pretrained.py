@@ -20,10 +20,11 @@ def test_shipped_model__loads_with_meta_and_beats_nearest_neighbour(name):
     meta = pretrained_meta(problem, n)
     assert meta["problem"] == problem and meta["num_nodes"] == n and meta["instances_seen"] > 0
     policy = load_pretrained(problem, n)
-    variant = {"prize_type": meta["trainer"]["prize_type"]} if problem == "op" else {}
+    trainer = meta["trainer"]  # its problem options: `variant`, or top-level keys in files exported before it existed
+    variant = trainer.get("variant", {k: trainer[k] for k in get_problem(problem).variants if k in trainer})
     instances = get_problem(problem).generate(300, n, generator=torch.Generator().manual_seed(4321), **variant)
     ours = evaluate(policy, problem, instances, **variant).mean()
-    nearest = evaluate(NearestNeighbour(), problem, instances, **variant).mean()
+    nearest = evaluate(NearestNeighbour(problem), problem, instances, **variant).mean()
     assert ours < nearest, (float(ours), float(nearest))
 
 

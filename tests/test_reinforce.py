@@ -1,6 +1,7 @@
 """The REINFORCE trainer: it learns, its baseline test decides right, and resume is exact."""
 import subprocess
 import sys
+from operator import attrgetter
 
 import pytest
 import torch
@@ -21,7 +22,7 @@ def small_config(tmp_path, **overrides):
 
 def test_train__short_cpu_run_lowers_greedy_validation_cost(tmp_path):
     trainer = Trainer(small_config(tmp_path, num_nodes=10, epochs=4, epoch_size=1280, batch_size=128))
-    before = float(trainer._greedy_costs(trainer.policy, trainer.val_set).mean())
+    before = float(trainer.greedy_costs(trainer.policy, trainer.val_set).mean())
     rows = trainer.fit(progress=False, log=True)
     after = rows[-1]["val_cost"]
     assert after < before - 0.3, (before, [r["val_cost"] for r in rows])
@@ -107,7 +108,7 @@ def test_metrics_csv__a_new_column_widens_the_header_of_an_older_run(tmp_path):
 def test_pomo_baseline__learns_with_shared_multi_start_baseline(tmp_path):
     trainer = Trainer(small_config(tmp_path, num_nodes=8, epochs=2, epoch_size=256, batch_size=32, baseline="pomo"))
     assert trainer.env.num_envs == 32 * 8  # every node as a start
-    before = float(trainer._greedy_costs(trainer.policy, trainer.val_set).mean())
+    before = float(trainer.greedy_costs(trainer.policy, trainer.val_set).mean())
     rows = trainer.fit(progress=False, log=False)
     assert rows[-1]["val_cost"] < before - 0.2, (before, [r["val_cost"] for r in rows])
 
@@ -116,14 +117,14 @@ def critic_error(trainer, num=256):
     """Mean absolute error of the critic's predicted cost against the greedy cost of the policy."""
     instances = trainer.problem.generate(num, trainer.cfg.num_nodes, generator=torch.Generator().manual_seed(99))
     with torch.no_grad():
-        predicted = trainer.critic(trainer.problem.observe(trainer.problem.reset(instances)))
-    return float((predicted - trainer._greedy_costs(trainer.policy, instances)).abs().mean())
+        predicted = trainer.baseline.critic(trainer.problem.observe(trainer.problem.reset(instances)))
+    return float((predicted - trainer.greedy_costs(trainer.policy, instances)).abs().mean())
 
 
 def test_critic_baseline__policy_learns_and_critic_fits_the_costs(tmp_path):
     trainer = Trainer(small_config(tmp_path, num_nodes=10, epochs=4, epoch_size=1280, batch_size=128,
                                    baseline="critic", critic_lr=1e-3))
-    before, error_before = float(trainer._greedy_costs(trainer.policy, trainer.val_set).mean()), critic_error(trainer)
+    before, error_before = float(trainer.greedy_costs(trainer.policy, trainer.val_set).mean()), critic_error(trainer)
     rows = trainer.fit(progress=False, log=False)
     assert rows[-1]["val_cost"] < before - 0.3, (before, [r["val_cost"] for r in rows])
     assert critic_error(trainer) < 0.5 * error_before, (error_before, critic_error(trainer))
@@ -139,7 +140,7 @@ def test_critic_baseline__resume_restores_the_critic_exactly(tmp_path, policy):
     first.fit(progress=False, log=False)
     resumed = Trainer.resume(tmp_path / "b" / "run" / "last.pt", epochs=2)
     resumed.fit(progress=False, log=False)
-    for module in ("policy", "critic"):
-        for (name, p), q in zip(getattr(straight, module).state_dict().items(),
-                                getattr(resumed, module).state_dict().values()):
+    for module in ("policy", "baseline.critic"):
+        for (name, p), q in zip(attrgetter(module)(straight).state_dict().items(),
+                                attrgetter(module)(resumed).state_dict().values()):
             assert torch.equal(p, q), (module, name)

@@ -12,6 +12,21 @@ import torch
 from routing_gym.problems import PROBLEMS, get_problem
 
 PROBLEM_CHOICES = sorted(PROBLEMS)
+# every problem option declared in the registry (OP's prize_type), as --prize-type, ...: (choices, default)
+VARIANT_OPTIONS = {key: spec for p in PROBLEMS.values() for key, spec in p.variants.items()}
+
+
+def add_variant_args(parser: argparse.ArgumentParser) -> None:
+    """One ``--option`` per problem option the registry declares (``--prize-type`` for OP)."""
+    for key, spec in VARIANT_OPTIONS.items():
+        parser.add_argument(f"--{key.replace('_', '-')}", choices=spec.choices,
+                            help=f"{spec.doc} (problems that take it; default {spec.default})")
+
+
+def variant_of(args: argparse.Namespace, problem) -> dict:
+    """The options of ``problem`` given on the command line (defaults filled in by the problem)."""
+    given = {key: getattr(args, key, None) for key in problem.variants}
+    return problem.check_variant({k: v for k, v in given.items() if v is not None})
 
 
 def load_policy(spec: str, problem: str, num_nodes: int, device="cpu"):
@@ -21,7 +36,7 @@ def load_policy(spec: str, problem: str, num_nodes: int, device="cpu"):
     from ..references.heuristics import HEURISTICS
 
     if spec in HEURISTICS:
-        return HEURISTICS[spec]()
+        return HEURISTICS[spec](problem)
     if spec == "pretrained":
         from ..policies.pretrained import load_pretrained
 
@@ -48,7 +63,8 @@ def cmd_train(args) -> int:
     if args.resume:
         changeable = ("epochs", "batch_size", "out_dir", "device")
         fixed = [f.name for f in dataclasses.fields(TrainConfig) if f.name not in changeable
-                 and getattr(args, f.name, None) is not None] + (["distance_bias"] if args.distance_bias else [])
+                 and getattr(args, f.name, None) is not None] + (["distance_bias"] if args.distance_bias else []) \
+            + [k for k in VARIANT_OPTIONS if getattr(args, k, None) is not None]
         if fixed:
             raise ValueError(f"--resume continues the checkpoint's settings; only --epochs, --batch-size, --out-dir "
                              f"and --device may be changed, not {', '.join('--' + k.replace('_', '-') for k in fixed)}")
@@ -59,6 +75,7 @@ def cmd_train(args) -> int:
         given = {k: v for k, v in vars(args).items() if k in fields and v is not None}
         if args.distance_bias:
             given["model"] = {"distance_bias": True}
+        given["variant"] = variant_of(args, get_problem(given.get("problem", TrainConfig.problem)))
         config = TrainConfig(**given)  # its defaults fill what was not given
         if args.out_dir is None:
             config = dataclasses.replace(config, out_dir=f"runs/{config.problem}{config.num_nodes}")
@@ -81,7 +98,7 @@ def cmd_eval(args) -> int:
     if args.problem is None:
         raise ValueError("eval needs --problem (or --instances)")
     problem = get_problem(args.problem)
-    variant = {"prize_type": args.prize_type} if args.problem == "op" else {}
+    variant = variant_of(args, problem)
     extras = {}
     if args.dataset:
         instances, extras = load_dataset(args.dataset, args.problem)
@@ -155,7 +172,7 @@ def cmd_solve(args) -> int:
     from ..references.solvers import solve
 
     problem = get_problem(args.problem)
-    variant = {"prize_type": args.prize_type} if args.problem == "op" else {}
+    variant = variant_of(args, problem)
     if args.dataset:
         instances, _ = load_dataset(args.dataset, args.problem)
     else:
@@ -193,7 +210,7 @@ def env_policies(specs: list[str], problem: str, num_nodes: int, seed: int) -> l
 def cmd_render(args) -> int:
     from .visual import record
 
-    variant = {"prize_type": args.prize_type} if args.problem == "op" else {}
+    variant = variant_of(args, get_problem(args.problem))
     if len(args.policy) > 1 and not args.compare:
         raise ValueError("several --policy values need --compare")
     policies = env_policies(args.policy, args.problem, args.num_nodes, args.seed)
@@ -244,19 +261,21 @@ def cmd_export(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ..training.baselines import BASELINES
+
     ap = argparse.ArgumentParser(prog="routing-gym", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="train a policy (attention model or pointer network) with REINFORCE")
     t.add_argument("--problem", choices=PROBLEM_CHOICES, help="default: tsp")
     t.add_argument("--num-nodes", type=int, help="default: 20")
-    t.add_argument("--prize-type", choices=("const", "unif", "dist"))
+    add_variant_args(t)
     t.add_argument("--epochs", type=int)
     t.add_argument("--epoch-size", type=int)
     t.add_argument("--batch-size", type=int)
     t.add_argument("--lr", type=float)
     t.add_argument("--lr-decay", type=float)
-    t.add_argument("--baseline", choices=("rollout", "exponential", "pomo", "critic"),
+    t.add_argument("--baseline", choices=tuple(BASELINES),
                    help="rollout (default, Kool et al.), exponential, pomo (Kwon et al.) or critic (Bello et al.)")
     t.add_argument("--critic-lr", type=float, help="Adam learning rate of the critic (--baseline critic)")
     t.add_argument("--policy", choices=("attention", "pointer"), help="network to train (default: attention)")
@@ -276,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("eval", help="evaluate a policy on a dataset or on seeded instances")
     e.add_argument("--problem", choices=PROBLEM_CHOICES, help="required unless --instances")
     e.add_argument("--num-nodes", type=int)
-    e.add_argument("--prize-type", choices=("const", "unif", "dist"), default="dist")
+    add_variant_args(e)
     e.add_argument("--policy", required=True, help="checkpoint path, 'pretrained', 'nearest' or 'random'")
     e.add_argument("--dataset", help=".npz dataset (DESIGN.md format); else --num-instances seeded instances")
     e.add_argument("--num-instances", type=int, default=10_000)
@@ -298,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--problem", choices=PROBLEM_CHOICES, required=True)
     v.add_argument("--method", choices=("exact", "lkh", "ortools", "pyvrp"), required=True)
     v.add_argument("--num-nodes", type=int)
-    v.add_argument("--prize-type", choices=("const", "unif", "dist"), default="dist")
+    add_variant_args(v)
     v.add_argument("--dataset", help=".npz dataset to solve; else --num-instances seeded instances")
     v.add_argument("--num-instances", type=int, default=1000)
     v.add_argument("--seed", type=int, default=4321)
@@ -311,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("render", help="record (or show) a rollout; --compare puts policies side by side")
     r.add_argument("--problem", choices=PROBLEM_CHOICES, required=True)
     r.add_argument("--num-nodes", type=int, default=20)
-    r.add_argument("--prize-type", choices=("const", "unif", "dist"), default="dist")
+    add_variant_args(r)
     r.add_argument("--policy", action="append", required=True, help="random, nearest or a checkpoint (repeatable)")
     r.add_argument("--compare", action="store_true")
     r.add_argument("--seed", type=int, default=0)

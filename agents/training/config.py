@@ -1,8 +1,15 @@
 """The settings of a training run: :class:`TrainConfig`, saved in every trainer checkpoint (its fields are
-the checkpoint's ``config`` entry, so renaming one breaks resuming)."""
+the checkpoint's ``config`` entry, so renaming one breaks resuming; :meth:`TrainConfig.from_dict` reads
+older layouts)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+from routing_gym.problems import get_problem
+
+from .baselines import BASELINES
 
 
 @dataclass
@@ -10,11 +17,13 @@ class TrainConfig:
     """Everything a training run depends on; the paper's values are the defaults."""
 
     problem: str = "tsp"
-    """``tsp``, ``cvrp``, ``op`` or ``pctsp``."""
+    """A key of ``routing_gym.problems.PROBLEMS`` (``tsp``, ``cvrp``, ``op``, ``pctsp``, ...)."""
     num_nodes: int = 20
     """Customers (TSP: nodes) per instance."""
-    prize_type: str = "dist"
-    """OP prize distribution (``const``, ``unif``, ``dist``); ignored by the other problems."""
+    variant: dict = field(default_factory=dict)
+    """The problem's generator options (``Problem.variants``, e.g. ``{"prize_type": "unif"}`` for OP),
+    validated by ``check_variant``, which fills in the defaults: an unknown option is a ``TypeError``, a
+    bad value a ``ValueError``."""
     epochs: int = 100
     """Number of epochs."""
     epoch_size: int = 1_280_000
@@ -28,10 +37,11 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     """Gradient-norm clipping threshold."""
     baseline: str = "rollout"
-    """``rollout`` (greedy rollout of a frozen copy, replaced by the t-test), ``exponential``, or
-    ``pomo`` (Kwon et al. 2020: each instance sampled from every start node, their mean cost the shared
-    baseline; ``batch_size`` then counts instances, each rolled out N times), or ``critic`` (Bello et al.
-    2017: :class:`agents.policies.critic.Critic` predicts the cost and is fitted to it by mean squared error)."""
+    """A key of :data:`agents.training.baselines.BASELINES`: ``rollout`` (greedy rollout of a frozen copy,
+    replaced by the t-test), ``exponential``, ``pomo`` (Kwon et al. 2020: each instance sampled from every
+    start node, their mean cost the shared baseline; ``batch_size`` then counts instances, each rolled out
+    once per start node), or ``critic`` (Bello et al. 2017: :class:`agents.policies.critic.Critic` predicts
+    the cost and is fitted to it by mean squared error)."""
     critic_lr: float = 1e-4
     """Adam learning rate of the critic (``baseline="critic"``)."""
     warmup_epochs: int = 1
@@ -64,5 +74,20 @@ class TrainConfig:
     (:class:`~agents.policies.attention_model.AttentionModelConfig`, e.g. ``{"n_layers": 2}``, or
     :class:`~agents.policies.pointer_network.PointerNetworkConfig`)."""
 
-    def variant(self) -> dict:
-        return {"prize_type": self.prize_type} if self.problem == "op" else {}
+    def __post_init__(self):
+        problem = get_problem(self.problem)  # ValueError for an unknown problem
+        if self.baseline not in BASELINES:
+            raise ValueError(f"baseline must be one of {tuple(BASELINES)}, got {self.baseline!r}")
+        self.variant = problem.check_variant(self.variant)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TrainConfig":
+        """The config a checkpoint's ``config`` entry describes, converting the older layout: a top-level
+        ``prize_type`` (a field until the problem options became ``variant``) moves into ``variant`` when
+        the problem takes that option and is dropped otherwise (other problems ignored it)."""
+        data = dict(data)
+        if "prize_type" in data:
+            prize_type = data.pop("prize_type")
+            if "prize_type" in get_problem(data.get("problem", cls.problem)).variants:
+                data["variant"] = {"prize_type": prize_type, **data.get("variant", {})}
+        return cls(**data)
