@@ -23,7 +23,7 @@ def reference_costs(instances, seed: int = 0) -> dict[str, float | None]:
     random_tours = torch.as_tensor(np.argsort(np.random.default_rng(seed).random((count, num_nodes)), axis=1))
     costs: dict[str, float | None] = {
         "random masked policy": float(tour_cost(TSP, instances, random_tours).mean()),
-        "nearest neighbour": float(evaluate(NearestNeighbour(), "tsp", instances).mean()),
+        "nearest neighbour": float(evaluate(NearestNeighbour(TSP), "tsp", instances).mean()),
     }
     try:
         model = load_pretrained("tsp", num_nodes)

@@ -7,10 +7,10 @@ import torch
 
 from agents.inference.rollout import evaluate, replay
 from agents.references.exact import brute_force, held_karp
-from agents.references.heuristics import (HEURISTICS, heuristic_tours, improve_routes, insertion_tsp,
+from agents.references.heuristics import (HEURISTICS, applicable, heuristic_tours, improve_routes, insertion_tsp,
                                           nearest_neighbour_tsp, two_opt)
 from agents.references.solvers import METHODS, SUPPORTED, available, repair, solve
-from routing_gym.problems import CVRP, OP, PCTSP, PROBLEMS, TSP, tour_cost
+from routing_gym.problems import CVRP, OP, PCTSP, PROBLEMS, SDVRP, SPCTSP, TSP, step, tour_cost
 
 
 
@@ -96,13 +96,80 @@ def test_heuristics_table__each_entry_is_a_decoding_policy(problem, name):
     inst = instances(core, 16, 10, seed=1)
     if name.endswith("_insertion") and problem != "tsp":
         with pytest.raises(ValueError, match="TSP only"):
-            evaluate(HEURISTICS[name](), problem, inst)
+            evaluate(HEURISTICS[name](core), problem, inst)
         return
-    cost = evaluate(HEURISTICS[name](), problem, inst)
+    cost = evaluate(HEURISTICS[name](core), problem, inst)
     assert cost.shape == (16,) and torch.isfinite(cost).all()
     if name != "random":
         expected = tour_cost(core, inst, heuristic_tours(core, inst, name))
         assert torch.allclose(cost.double(), expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("problem", ["sdvrp", "spctsp"])
+@pytest.mark.parametrize("name", ["nearest", "greedy"])
+def test_heuristics__sdvrp_as_cvrp_and_spctsp_as_pctsp(problem, name):
+    """SDVRP runs nearest/greedy as CVRP does (the depot only when no customer is allowed); SPCTSP as PCTSP
+    does on the expected prizes (with real prizes equal to them, the very tours of PCTSP)."""
+    core = PROBLEMS[problem]
+    inst = instances(core, 16, 10, seed=3)
+    tours = heuristic_tours(core, inst, name)
+    cost = evaluate(HEURISTICS[name](core), problem, inst)
+    assert torch.allclose(cost.double(), tour_cost(core, inst, tours), atol=1e-4)
+    if problem == "sdvrp":
+        state = core.reset(inst)
+        for t in range(tours.shape[1]):
+            depot = (tours[:, t] == 0) & ~state.done
+            assert not (depot & state.mask[:, 1:].any(dim=1)).any()
+            state = step(core, state, tours[:, t])[0]
+    else:
+        known = inst._replace(real_prize=inst.prize)
+        pctsp = PCTSP.Instance(locs=inst.locs, prize=inst.prize, penalty=inst.penalty)
+        assert torch.equal(heuristic_tours(core, known, name), heuristic_tours(PCTSP, pctsp, name))
+
+
+def test_applicable__read_from_the_declarations():
+    for name, core in PROBLEMS.items():
+        names = applicable(core)
+        assert names[:2] == ["random", "nearest"]
+        assert ("farthest_insertion" in names) == (not core.has_depot)
+        assert ("greedy" in names) == (core.profits is not None)
+        for h in HEURISTICS:
+            if h not in names and h != "greedy":
+                with pytest.raises(ValueError, match=core.label):
+                    HEURISTICS[h](core)
+    assert applicable(SDVRP) == applicable(CVRP) and "2opt" not in applicable(SPCTSP)
+    with pytest.raises(ValueError, match="real prizes"):
+        heuristic_tours(SPCTSP, instances(SPCTSP, 2, 5), "2opt")
+
+
+def test_sdvrp_local_search__valid_and_never_worse():
+    inst = instances(SDVRP, 64, 20)
+    greedy, improved = (tour_cost(SDVRP, inst, heuristic_tours(SDVRP, inst, h)) for h in ("greedy", "2opt"))
+    assert (improved <= greedy + 1e-6).all() and (improved < greedy - 1e-6).any()
+
+
+@pytest.mark.parametrize("problem", sorted(PROBLEMS))
+def test_instance_from_observation__the_instance_behind_the_first_observation(problem):
+    core = PROBLEMS[problem]
+    inst = instances(core, 3, 6)
+    obs = core.observe(core.reset(inst))
+    if problem == "spctsp":
+        with pytest.raises(ValueError, match="real prizes"):
+            core.instance_from_observation(obs)
+        return
+    back = core.instance_from_observation(obs)
+    assert type(back) is type(inst) and all(torch.equal(a, b) for a, b in zip(back, inst))
+
+
+def test_heuristics__guess_no_problem():
+    """The heuristics read the unit's declarations: no problem class is imported, no key looked for."""
+    import inspect
+
+    from agents.references import heuristics
+
+    source = inspect.getsource(heuristics)
+    assert " in obs" not in source and "instances_from_obs" not in source
+    assert not [n for n in ("TSP", "CVRP", "SDVRP", "OP", "PCTSP", "SPCTSP") if hasattr(heuristics, n)]
 
 
 def test_replay__reports_infeasible_tours_without_raising():
@@ -160,6 +227,9 @@ def test_solve__rejects_unknown_and_unsupported():
         solve(CVRP, inst, "gurobi", progress=False)
     with pytest.raises(ValueError, match="does not solve cvrp"):
         solve(CVRP, inst, "lkh", progress=False)
+    for core in (SDVRP, SPCTSP):
+        with pytest.raises(ValueError, match=f"no solver reference exists for {core.label}"):
+            solve(core, instances(core, 1, 5), "ortools", progress=False)
 
 
 def test_repair__trims_long_op_tours_and_tops_up_pctsp_prize():

@@ -319,5 +319,42 @@ def test_play__closing_before_finishing_returns_none(monkeypatch):
 
 
 def test_refusal__names_the_reason():
-    assert visual.refusal("cvrp", 0, np.zeros(4, bool), True).startswith("the depot")
-    assert "already visited" in visual.refusal("op", 2, np.array([0, 0, 1, 0], bool), True)
+    assert visual.refusal("cvrp", 0, np.zeros(4, bool)).startswith("the depot")
+    assert "already visited" in visual.refusal("op", 2, np.array([0, 0, 1, 0], bool))
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_nearest_policy__is_the_heuristic_the_compare_table_runs(problem):
+    """The picture's "nearest" (the single-env built-in) takes the tours of the table's
+    (heuristic_tours(..., "nearest")) on the same instances."""
+    from agents.references.heuristics import heuristic_tours
+
+    unit = routing_gym.PROBLEMS[problem]
+    tours, costs, instances = [], [], []
+    for seed in range(8):
+        env = make(problem, n=12, render_mode=None)
+        obs, _ = env.reset(seed=seed)
+        instances.append(env.unwrapped.state.instance)
+        tour, cost, done = [], 0.0, False
+        while not done:
+            tour.append(builtin_policy("nearest")(env, obs))
+            obs, reward, done, _, _ = env.step(tour[-1])
+            cost -= reward
+        tours.append(tour)
+        costs.append(cost)
+        env.close()
+    batch = type(instances[0])(*(torch.cat(fields) for fields in zip(*instances)))
+    expected = heuristic_tours(unit, batch, "nearest")
+    for tour, planned in zip(tours, expected.tolist()):
+        assert planned[:len(tour)] == tour  # then the no-op of a finished episode
+    assert np.allclose(costs, routing_gym.tour_cost(unit, batch, expected).numpy(), atol=1e-5)
+
+
+def test_refusal__texts_are_the_problems_declarations():
+    for name, unit in routing_gym.PROBLEMS.items():
+        visited = np.zeros(4, bool)
+        if unit.has_depot:
+            assert visual.refusal(name, 0, visited) == unit.drawing.depot_refusal
+        assert visual.refusal(name, 2, visited) == unit.drawing.node_refusal.format(i=2)
+    assert "vehicle is full" in visual.refusal("sdvrp", 3, np.zeros(4, bool))
+    assert visual.refusal("spctsp", 0, np.zeros(4, bool)) == visual.refusal("pctsp", 0, np.zeros(4, bool))

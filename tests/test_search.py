@@ -31,7 +31,7 @@ def pointer_network(problem):
     return PointerNetwork(PointerNetworkConfig(problem=problem)).eval()
 
 
-POLICIES = {"nearest": lambda problem: NearestNeighbour(), "attention": attention_model, "pointer": pointer_network}
+POLICIES = {"nearest": NearestNeighbour, "attention": attention_model, "pointer": pointer_network}
 CASES = list(itertools.product(sorted(PROBLEMS), sorted(POLICIES)))
 
 
@@ -80,7 +80,7 @@ def test_multistart__with_augmentation_never_worse_than_greedy(case):
 
 
 def test_multistart__chunking_does_not_change_the_result():
-    policy, inst = NearestNeighbour(), instances("cvrp", seed=4)
+    policy, inst = NearestNeighbour("cvrp"), instances("cvrp", seed=4)
     big = multistart(policy, "cvrp", inst, augment=8, batch_size=10_000)
     small = multistart(policy, "cvrp", inst, augment=8, batch_size=50)
     assert torch.equal(big.cost, small.cost)
@@ -89,11 +89,11 @@ def test_multistart__chunking_does_not_change_the_result():
 def test_multistart__op_with_unreachable_starts_stays_feasible():
     inst = OP.instance_from({"locs": [[[0.5, 0.5], [0.5, 0.6], [0.0, 0.0], [1.0, 1.0]]],
                              "prize": [[0, 0.2, 1.0, 1.0]], "max_length": [0.5]}, batched=True)
-    out = multistart(NearestNeighbour(), OP, inst)
+    out = multistart(NearestNeighbour(OP), OP, inst)
     assert out.cost.item() == pytest.approx(-0.2)
     far = OP.instance_from({"locs": [[[0.0, 0.0], [1.0, 1.0], [0.9, 1.0]]], "prize": [[0, 1.0, 1.0]],
                             "max_length": [0.5]}, batched=True)
-    assert multistart(NearestNeighbour(), OP, far).cost.item() == 0.0  # no start fits: greedy's empty tour
+    assert multistart(NearestNeighbour(OP), OP, far).cost.item() == 0.0  # no start fits: greedy's empty tour
 
 
 def test_augment__eight_distinct_transforms_keep_every_distance():
@@ -109,7 +109,7 @@ def test_augment__eight_distinct_transforms_keep_every_distance():
 
 def test_decode__strategies_and_errors():
     inst = instances("tsp")
-    policy = NearestNeighbour()
+    policy = NearestNeighbour("tsp")
     for strategy in ("greedy", "sample", "beam", "multistart"):
         out = decode(policy, "tsp", inst, strategy, num_samples=4, beam_width=3, augment=2)
         valid("tsp", inst, out)

@@ -108,7 +108,7 @@ def test_cvrp__sol_file_beside_the_instance(tmp_path):
 
 def test_heuristic_gap__computed_in_instance_units():
     paths = [data_file("eil51.tsp"), data_file("E-n22-k4.vrp")]
-    rows = tsplib.evaluate(paths, lambda problem, inst: greedy(NearestNeighbour(), problem, inst).tours,
+    rows = tsplib.evaluate(paths, lambda problem, inst: greedy(NearestNeighbour(problem), problem, inst).tours,
                            table={"eil51": 426})
     for row in rows:
         assert row["cost"] > row["reference"] and row["gap"] == pytest.approx(

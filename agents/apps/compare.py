@@ -1,11 +1,12 @@
 """The shipped models against the classic heuristics: one table and one picture (``routing-gym compare``).
 
 For each problem with a shipped model at the chosen size (:func:`agents.policies.pretrained.available_pretrained`),
-a seeded test set is decoded by the heuristics of :mod:`agents.references.heuristics` and by the shipped attention
-model (greedy, and greedy over the 8 symmetries of the unit square). The table gives per method the mean
+a seeded test set (the problem's default variant) is decoded by the heuristics of
+:mod:`agents.references.heuristics` that apply to it (:func:`~agents.references.heuristics.applicable`, those with
+a row label here) and by the shipped attention model (greedy, and greedy over the 8 symmetries of the unit square). The table gives per method the mean
 cost, the mean gap to the best method *of the table* on each instance, and the wall-clock time. The
-picture shows, per problem, the shipped model's solution and the nearest-neighbour one on the same
-instance, side by side, rendered by the env's own pygame renderer.
+picture shows, per problem, the shipped model's solution and the nearest-neighbour one (the same heuristic as the
+table's) on the same instance, side by side, rendered by the env's own pygame renderer.
 """
 from __future__ import annotations
 
@@ -15,32 +16,34 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from routing_gym.problems import get_problem, tour_cost
+from routing_gym.problems import PROBLEMS, get_problem, tour_cost
 
 from ..inference.search import greedy
 from ..policies.pretrained import available_pretrained, load_pretrained
-from ..references.heuristics import heuristic_tours
+from ..references.heuristics import applicable, heuristic_tours
 
-HEURISTICS = {"tsp": ["nearest", "farthest_insertion", "2opt"], "cvrp": ["nearest", "2opt"],
-              "op": ["nearest", "greedy", "2opt"], "pctsp": ["nearest", "greedy", "2opt"]}
+# the heuristics the table shows, where they apply (``applicable``), and their row labels
 LABELS = {"nearest": "nearest neighbour", "farthest_insertion": "farthest insertion",
           "greedy": "greedy (problem-aware)", "2opt": "heuristic + 2-opt / local search"}
-VARIANTS = {"op": {"prize_type": "dist"}}  # the shipped OP models use Kool et al.'s 'dist' prizes
+
+
+def heuristics_for(problem) -> list[str]:
+    """The table's heuristics for ``problem``: those of :data:`LABELS` that apply to it."""
+    return [h for h in applicable(problem) if h in LABELS]
 
 
 def shipped_problems(num_nodes: int) -> list[str]:
-    """Problems with a shipped model of ``num_nodes`` customers, in the table's order."""
+    """Problems with a shipped model of ``num_nodes`` customers, in the registry's order."""
     have = set(available_pretrained())
-    return [p for p in HEURISTICS if f"{p}{num_nodes}" in have]
+    return [p for p in PROBLEMS if f"{p}{num_nodes}" in have]
 
 
 def compare_problem(problem_name: str, num_nodes: int, num_instances: int, seed: int) -> list[dict]:
     """Rows (method, mean cost, gap to the best row per instance in %, seconds) for one problem."""
     problem = get_problem(problem_name)
-    instances = problem.generate(num_instances, num_nodes, generator=torch.Generator().manual_seed(seed),
-                                 **VARIANTS.get(problem_name, {}))
+    instances = problem.generate(num_instances, num_nodes, generator=torch.Generator().manual_seed(seed))
     policy = load_pretrained(problem_name, num_nodes)
-    methods = [(LABELS[h], lambda h=h: heuristic_tours(problem, instances, h)) for h in HEURISTICS[problem_name]]
+    methods = [(LABELS[h], lambda h=h: heuristic_tours(problem, instances, h)) for h in heuristics_for(problem)]
     methods += [("shipped model, greedy", lambda: greedy(policy, problem, instances).tours),
                 ("shipped model, greedy x 8 symmetries", lambda: greedy(policy, problem, instances, augment=8).tours)]
     rows, costs = [], []
@@ -59,10 +62,13 @@ def compare_problem(problem_name: str, num_nodes: int, num_instances: int, seed:
 
 
 def table(rows: list[dict], num_nodes: int, num_instances: int, seed: int) -> str:
+    units = [get_problem(p) for p in dict.fromkeys(r["problem"] for r in rows)]
+    prizes = "/".join(u.label for u in units if u.profits == "orienteering")  # the cost is minus the prize
     lines = [f"{num_instances} seeded test instances per problem (n = {num_nodes}, seed {seed}); gap: mean over "
-             "instances to the best method of this table; OP costs are minus the prize", "",
+             "instances to the best method of this table" + (f"; {prizes} costs are minus the prize" if prizes else ""),
+             "",
              "| problem | method | mean cost | gap | time (s) |", "|---|---|---:|---:|---:|"]
-    lines += [f"| {r['problem'].upper()}-{num_nodes} | {r['method']} | {r['cost']:.4f} | {r['gap']:.2f}% | "
+    lines += [f"| {get_problem(r['problem']).label}-{num_nodes} | {r['method']} | {r['cost']:.4f} | {r['gap']:.2f}% | "
               f"{r['seconds']:.2f} |" for r in rows]
     return "\n".join(lines)
 
@@ -83,9 +89,8 @@ def picture(problems: list[str], num_nodes: int, seed: int, out: str | Path, siz
         policies = {"shipped model": env_policy(load_pretrained(name, num_nodes), "pretrained"),
                     "nearest neighbour": builtin_policy("nearest")}
         for label, policy in policies.items():
-            episode = run_episode(policy, name, num_nodes, seed, (size, size), frames="last",
-                                  **VARIANTS.get(name, {}))
+            episode = run_episode(policy, name, num_nodes, seed, (size, size), frames="last")
             frames.append(episode.frames[-1])
-            captions.append(f"{name.upper()}-{num_nodes} {label}: {episode.costs[-1]:.3f}")
+            captions.append(f"{get_problem(name).label}-{num_nodes} {label}: {episode.costs[-1]:.3f}")
         strips.append(side_by_side(frames, captions))
     Image.fromarray(np.concatenate(strips, axis=0)).save(out)

@@ -2,7 +2,8 @@
 
 A policy here is any callable ``policy(env, obs) -> int`` acting on the single Gymnasium env
 (``obs`` is its observation dict, ``env`` the env, for what the observation lacks). Two are built in
-(:func:`builtin_policy`): ``"random"`` and ``"nearest"``.
+(:func:`builtin_policy`): ``"random"`` and ``"nearest"`` (the heuristic of
+:mod:`agents.references.heuristics`, as ``routing-gym eval --policy nearest`` and compare's table run it).
 
 The command line (``routing-gym render`` / ``routing-gym play``) calls :func:`record` and :func:`play`.
 """
@@ -17,6 +18,7 @@ import gymnasium as gym
 import numpy as np
 
 import routing_gym  # noqa: F401  (registers the envs)
+from routing_gym.problems import get_problem
 from routing_gym.render import import_pygame, node_radius, render_surface, side_by_side, surface_to_array, to_pixel
 
 Policy = Callable[[gym.Env, dict], int]
@@ -35,25 +37,21 @@ def random_policy(seed: int | None = None) -> Policy:
     return policy
 
 
-def nearest_policy(env, obs) -> int:
-    """Nearest neighbour: the allowed node closest (Euclidean) to the current node.
+_NEAREST: dict = {}  # problem unit -> its nearest neighbour on the single env
 
-    TSP starts at node 0. In depot problems the depot is chosen only when no other node is allowed
-    (CVRP: the route is full; OP: nothing else is in reach) or, in PCTSP, as soon as the prize
-    threshold is met (``prize_to_collect`` reaches 0).
-    """
-    mask = np.asarray(obs["action_mask"], dtype=bool).copy()
-    has_depot = env.unwrapped.problem.has_depot
-    if not has_depot and int(np.asarray(obs["step"]).reshape(-1)[0]) == 0:
-        return 0
-    if has_depot and mask[0]:
-        done_collecting = "prize_to_collect" in obs and float(np.asarray(obs["prize_to_collect"]).reshape(-1)[0]) <= 0
-        if done_collecting or not mask[1:].any():
-            return 0
-        mask[0] = False
-    locs = np.asarray(obs["locs"], dtype=np.float64)
-    d = np.linalg.norm(locs - locs[int(obs["current_node"])], axis=1)
-    return int(np.argmin(np.where(mask, d, np.inf)))
+
+def nearest_policy(env, obs) -> int:
+    """Nearest neighbour for the env's problem: :class:`agents.references.heuristics.NearestNeighbour` (its
+    rules: the allowed node closest to the current one, see there) acting on the single env
+    (:func:`agents.inference.rollout.env_policy`), so it takes the actions of ``routing-gym eval --policy
+    nearest`` and of ``heuristic_tours(problem, instances, "nearest")``."""
+    problem = env.unwrapped.problem
+    if problem not in _NEAREST:
+        from ..inference.rollout import env_policy
+        from ..references.heuristics import NearestNeighbour
+
+        _NEAREST[problem] = env_policy(NearestNeighbour(problem), "nearest")
+    return _NEAREST[problem](env, obs)
 
 
 nearest_policy.name = "nearest"
@@ -75,7 +73,7 @@ def policy_name(policy, index: int = 0) -> str:
 # -- episodes ------------------------------------------------------------------------------------------
 def make_env(problem_name: str, num_nodes: int, render_mode: str | None = None,
              size: tuple[int, int] = (600, 600), **variant: Any) -> gym.Env:
-    return gym.make(f"routing/{problem_name.upper()}-v0", num_nodes=num_nodes, render_mode=render_mode,
+    return gym.make(f"routing/{get_problem(problem_name).label}-v0", num_nodes=num_nodes, render_mode=render_mode,
                     render_size=tuple(size), **variant)
 
 
@@ -123,7 +121,7 @@ def record(problem_name: str, num_nodes: int, policies: list, seed: int, out: st
     recording has max(S) + 1 frames.
 
     Args:
-        problem_name: ``"tsp"``, ``"cvrp"``, ``"op"`` or ``"pctsp"``.
+        problem_name: a problem's name in the registry (:data:`routing_gym.problems.PROBLEMS`).
         num_nodes: customers (TSP: nodes).
         policies: callables ``policy(env, obs) -> int``, named by their ``name`` attribute (else
             ``__name__``).
@@ -132,7 +130,7 @@ def record(problem_name: str, num_nodes: int, policies: list, seed: int, out: st
             in a window (held at the end until it is closed, or Esc / Q is pressed).
         fps: frames per second.
         size: (W, H) of one policy's frame.
-        variant: problem options passed to ``gym.make`` (e.g. ``prize_type="unif"`` for OP).
+        variant: problem options passed to ``gym.make`` (those the problem declares in ``variants``).
 
     Returns:
         ``{policy name: cost}``; a repeated name gets ``#2``, ``#3``, ...
@@ -157,7 +155,7 @@ def record(problem_name: str, num_nodes: int, policies: list, seed: int, out: st
                 captions.append(f"{name}: cost {run.costs[k]:.3f}" + (" (final)" if k == len(run.frames) - 1 else ""))
             frames.append(side_by_side([r.frames[min(t, len(r.frames) - 1)] for r in runs], captions))
     if out is None:
-        show(frames, fps, title=f"routing-gym: {problem_name.upper()}-{num_nodes}")
+        show(frames, fps, title=f"routing-gym: {get_problem(problem_name).label}-{num_nodes}")
     else:
         write_video(frames, str(out), fps)
     return {name: run.costs[-1] for name, run in zip(names, runs)}
@@ -241,15 +239,6 @@ def show(frames: list[np.ndarray], fps: int = 4, title: str = "routing-gym", hol
 
 
 # -- playing by hand -------------------------------------------------------------------------------------
-REFUSALS = {  # problem -> (why the depot is refused, why a customer is refused once the mask forbids it)
-    "tsp": ("", "node {i} is not allowed now"),
-    "cvrp": ("the depot cannot be chosen twice in a row (or before any customer)",
-             "node {i} does not fit in the vehicle: return to the depot first"),
-    "op": ("", "node {i} is out of reach: the tour could not get back to the depot in time"),
-    "pctsp": ("collect a prize of 1 before returning to the depot", "node {i} is not allowed now"),
-}
-
-
 def node_at(click_xy, locs, size: tuple[int, int], radius: float) -> int | None:
     """The node drawn nearest the pixel ``click_xy`` in a frame of ``size``, if it lies within
     ``radius`` pixels of it, else None. ``locs`` (N, 2) in [0, 1]^2, placed as :func:`to_pixel` does."""
@@ -259,14 +248,15 @@ def node_at(click_xy, locs, size: tuple[int, int], radius: float) -> int | None:
     return i if d[i] <= radius else None
 
 
-def refusal(problem_name: str, node: int, visited: np.ndarray, has_depot: bool) -> str:
-    """Why a click on the masked ``node`` is refused (shown in the header in place of the legend)."""
-    depot_reason, customer_reason = REFUSALS[problem_name]
-    if has_depot and node == 0:
-        return depot_reason or "the depot is not allowed now"
+def refusal(problem, node: int, visited: np.ndarray) -> str:
+    """Why a click on the masked ``node`` is refused (shown in the header in place of the legend): the
+    problem's ``drawing.depot_refusal`` / ``node_refusal``, or that the node is already visited."""
+    problem = get_problem(problem)
+    if problem.has_depot and node == 0:
+        return problem.drawing.depot_refusal
     if visited[node]:
         return f"node {node} is already visited"
-    return customer_reason.format(i=node)
+    return problem.drawing.node_refusal.format(i=node)
 
 
 def play(problem_name: str, num_nodes: int, seed: int, opponent: Policy | None = None,
@@ -291,7 +281,7 @@ def play(problem_name: str, num_nodes: int, seed: int, opponent: Policy | None =
     pygame.display.init()
     try:
         window = pygame.display.set_mode(size)
-        pygame.display.set_caption(f"routing-gym play: {problem_name.upper()}-{num_nodes} (seed {seed})")
+        pygame.display.set_caption(f"routing-gym play: {core.problem.label}-{num_nodes} (seed {seed})")
         clock = pygame.time.Clock()
         tour: list[int] = []
         (obs, cost), message, dirty = _replay(env, seed, tour), "", True
@@ -309,7 +299,7 @@ def play(problem_name: str, num_nodes: int, seed: int, opponent: Policy | None =
                     if node is None:
                         message = "click on a node"
                     elif not obs["action_mask"][node]:
-                        message = refusal(problem_name, node, core.state.visited[0].numpy(), core.problem.has_depot)
+                        message = refusal(core.problem, node, core.state.visited[0].numpy())
                     else:
                         obs, reward, _, _, _ = env.step(node)
                         tour.append(node)

@@ -1,4 +1,7 @@
-"""Classic heuristics for the four problems, batched in torch (no Python loop over instances).
+"""Classic heuristics for the problems of the registry, batched in torch (no Python loop over instances).
+
+A heuristic reads only what the problem unit declares (``has_depot``, ``profits``,
+``instance_from_observation``), never which problem it is.
 
 Two forms, one implementation:
 
@@ -8,48 +11,61 @@ Two forms, one implementation:
   (:func:`nearest_neighbour_tsp`, :func:`insertion_tsp`, :func:`construct`, :func:`two_opt`);
 - policies of the protocol of :mod:`agents.policies.protocol` (``precompute`` / ``log_probs``), so that
   ``routing-gym eval --policy NAME`` runs any of them on the vector env: :data:`HEURISTICS` maps a name to
-  a class whose instances are such policies (stateless: ``log_probs`` returns its cache unchanged).
+  a class whose instances, ``HEURISTICS[name](problem)``, are such policies (stateless: ``log_probs``
+  returns its cache unchanged). :func:`applicable` says which apply to a problem.
 
 ==================== ========================================================================================
 name                 what it does
 ==================== ========================================================================================
 ``random``           uniform over the allowed nodes
-``nearest``          nearest allowed node (TSP from node 0; CVRP/OP: the depot only when no customer fits;
-                     PCTSP: back as soon as the depot is allowed and nearest)
-``greedy``           nearest feasible node, problem-aware: as ``nearest`` for TSP and CVRP; OP takes the best
-                     prize per distance among the reachable nodes; PCTSP collects the prize by nearest
-                     neighbour, then keeps visiting the nearest node while its penalty exceeds its detour
-``nearest_insertion`` TSP: insert the node nearest to the tour at its cheapest position
-``farthest_insertion`` TSP: insert the node farthest from the tour at its cheapest position
-``random_insertion``  TSP: insert nodes in random order (seed 0) at their cheapest position
-``2opt``             TSP: farthest insertion then 2-opt; CVRP: ``greedy`` then intra-route 2-opt; OP and
-                     PCTSP: ``greedy``, then rounds of 2-opt and node insertion / removal
-                     (:func:`improve_routes`)
+``nearest``          nearest allowed node (without a depot (TSP) from node 0; the depot only when no customer
+                     is allowed (CVRP, SDVRP, OP), except where ``profits == "prize_collecting"`` (PCTSP,
+                     SPCTSP): back as soon as the depot is allowed and nearest)
+``greedy``           nearest feasible node, by the problem's ``profits``: none (TSP, CVRP, SDVRP): as
+                     ``nearest``; ``"orienteering"`` (OP): the best prize per distance among the reachable
+                     nodes; ``"prize_collecting"`` (PCTSP, SPCTSP on expected prizes): collect the prize by
+                     nearest neighbour, then keep visiting the nearest node while its penalty exceeds its
+                     detour
+``nearest_insertion`` without a depot: insert the node nearest to the tour at its cheapest position
+``farthest_insertion`` without a depot: insert the node farthest from the tour at its cheapest position
+``random_insertion``  without a depot: insert nodes in random order (seed 0) at their cheapest position
+``2opt``             without a depot: farthest insertion then 2-opt; with routes that return to the depot
+                     (CVRP, SDVRP): ``greedy`` then intra-route 2-opt; with profits (OP, PCTSP): ``greedy``,
+                     then rounds of 2-opt and node insertion / removal (:func:`improve_routes`)
 ==================== ========================================================================================
+
+The insertions and ``2opt`` plan whole tours from the instance, so their policies read it from the first
+observation (``Problem.instance_from_observation``): not where it is hidden (SPCTSP's real prizes).
 
 References: Rosenkrantz, Stearns & Lewis (1977) for the insertion rules; Croes (1958) for 2-opt. Kool et
 al. 2019 (Table 1) report the same baselines for TSP.
 """
 from __future__ import annotations
 
-from functools import partial
+from functools import cache, partial
 from typing import Callable
 
 import torch
 from torch import Tensor
 
-from routing_gym.problems import CVRP, OP, PCTSP, TSP, get_problem
+from routing_gym.problems import PROBLEMS, get_problem
 
 from ..inference.rollout import make_env, replay, rollout
 
 INSERTION_RULES = ("nearest", "farthest", "random")
+PLANNED = ("nearest_insertion", "farthest_insertion", "random_insertion", "2opt")  # tours planned from the instance
 
 
 # -- policies of the protocol -------------------------------------------------------------------
 class NearestNeighbour:
-    """Go to the nearest allowed node. TSP starts at node 0. CVRP and OP go back to the depot only when
-    no customer is allowed; PCTSP goes back as soon as the depot is allowed and nearest (it ignores
-    penalties)."""
+    """Go to the nearest allowed node. Without a depot the tour starts at node 0. With one, the depot comes
+    last (only when no customer is allowed: CVRP, SDVRP, OP), except where the problem is prize-collecting
+    (PCTSP, SPCTSP): back as soon as the depot is allowed and nearest (it ignores penalties)."""
+
+    def __init__(self, problem):
+        self.problem = get_problem(problem)
+        self.start_at_zero = not self.problem.has_depot
+        self.depot_last = self.problem.has_depot and self.problem.profits != "prize_collecting"
 
     def precompute(self, obs: dict) -> Tensor:
         return obs["locs"]
@@ -59,15 +75,18 @@ class NearestNeighbour:
         dist = torch.linalg.vector_norm(locs - current[:, None], dim=-1)
         mask = obs["action_mask"]
         nodes = torch.arange(mask.shape[1], device=mask.device)
-        if "first_node" in obs:  # TSP: the first action is node 0
+        if self.start_at_zero:  # the first action is node 0
             dist = dist.masked_fill((obs["step"][:, 0] == 0)[:, None] & (nodes != 0), float("inf"))
-        elif "prize_to_collect" not in obs:  # CVRP, OP: the depot last
+        elif self.depot_last:
             dist = dist + 1e3 * (nodes == 0)
         return torch.log_softmax((-dist * 1e3).masked_fill(~mask, float("-inf")), dim=-1), locs
 
 
 class UniformRandom:
-    """Uniform over the allowed nodes."""
+    """Uniform over the allowed nodes (of any problem)."""
+
+    def __init__(self, problem=None):
+        self.problem = None if problem is None else get_problem(problem)
 
     def precompute(self, obs: dict) -> None:
         return None
@@ -84,47 +103,69 @@ def one_hot_log_probs(score: Tensor, mask: Tensor) -> Tensor:
     return logits.masked_fill(~mask, float("-inf")).log_softmax(dim=-1)
 
 
+def prize_per_distance(locs: Tensor, obs: dict) -> Tensor:
+    """Greedy's orienteering rule: the best prize per unit of distance; the depot when nothing fits."""
+    b = torch.arange(locs.shape[0], device=locs.device)
+    mask = obs["action_mask"].bool()
+    dist = torch.linalg.vector_norm(locs - locs[b, obs["current_node"]][:, None], dim=-1)  # (B, N)
+    depot = torch.arange(mask.shape[1], device=mask.device) == 0
+    score = torch.where(depot, -1.0, obs["prize"] / dist.clamp(min=1e-9))
+    return one_hot_log_probs(score, mask)
+
+
+def penalty_vs_detour(locs: Tensor, obs: dict) -> Tensor:
+    """Greedy's prize-collecting rule: the nearest node while the prize quota is not met, then the nearest
+    node whose penalty exceeds its detour; the depot when none is left."""
+    b = torch.arange(locs.shape[0], device=locs.device)
+    mask = obs["action_mask"].bool()
+    dist = torch.linalg.vector_norm(locs - locs[b, obs["current_node"]][:, None], dim=-1)  # (B, N)
+    depot = torch.arange(mask.shape[1], device=mask.device) == 0
+    to_depot = torch.linalg.vector_norm(locs - locs[:, :1], dim=-1)  # (B, N)
+    detour = dist + to_depot - to_depot.gather(1, obs["current_node"][:, None])
+    worth = obs["penalty"] > detour
+    collecting = obs["prize_to_collect"][:, 0] > 0
+    keep = mask & ~depot & (collecting[:, None] | worth)
+    score = torch.where(keep, -dist, float("-inf"))
+    score = torch.where(depot, torch.where(keep.any(dim=1, keepdim=True), float("-inf"), 0.0), score)
+    return one_hot_log_probs(score, mask)
+
+
+GREEDY_RULES: dict[str, Callable[[Tensor, dict], Tensor]] = {  # by the problem's ``profits``
+    "orienteering": prize_per_distance,
+    "prize_collecting": penalty_vs_detour,
+}
+
+
 class Greedy:
-    """Nearest feasible node, problem-aware (see the module table); deterministic, so greedy decoding,
-    sampling and beam search all follow it."""
+    """Nearest feasible node, by the problem's ``profits`` (see the module table; nearest neighbour where a
+    tour visits every node); deterministic, so greedy decoding, sampling and beam search all follow it."""
+
+    def __init__(self, problem):
+        self.problem = get_problem(problem)
+        self.rule = GREEDY_RULES.get(self.problem.profits)
+        self.nearest = NearestNeighbour(self.problem)
 
     def precompute(self, obs: dict) -> Tensor:
         return obs["locs"]
 
     def log_probs(self, locs: Tensor, obs: dict) -> tuple[Tensor, Tensor]:
-        b = torch.arange(locs.shape[0], device=locs.device)
-        mask = obs["action_mask"].bool()
-        current = locs[b, obs["current_node"]]  # (B, 2)
-        dist = torch.linalg.vector_norm(locs - current[:, None], dim=-1)  # (B, N)
-        nodes = torch.arange(mask.shape[1], device=mask.device)
-        depot = nodes == 0
-        if "remaining_length" in obs:  # OP: best prize per unit of distance; the depot when nothing fits
-            score = obs["prize"] / dist.clamp(min=1e-9)
-            score = torch.where(depot, -1.0, score)
-        elif "prize_to_collect" in obs:  # PCTSP
-            to_depot = torch.linalg.vector_norm(locs - locs[:, :1], dim=-1)  # (B, N)
-            detour = dist + to_depot - to_depot.gather(1, obs["current_node"][:, None])
-            worth = obs["penalty"] > detour
-            collecting = obs["prize_to_collect"][:, 0] > 0
-            keep = mask & ~depot & (collecting[:, None] | worth)
-            score = torch.where(keep, -dist, float("-inf"))
-            score = torch.where(depot, torch.where(keep.any(dim=1, keepdim=True), float("-inf"), 0.0), score)
-            return one_hot_log_probs(score, mask), locs
-        else:
-            return NearestNeighbour().log_probs(locs, obs)
-        return one_hot_log_probs(score, mask), locs
+        if self.rule is None:
+            return self.nearest.log_probs(locs, obs)
+        return self.rule(locs, obs), locs
 
 
 class PlannedTours:
-    """A policy that plans the whole tour at ``precompute`` (with :func:`heuristic_tours`) and then plays
-    it back, one action per step (``obs["step"]`` indexes the plan)."""
+    """A policy that plans the whole tour at ``precompute`` (with :func:`heuristic_tours`, on the instances
+    that ``problem.instance_from_observation`` reads from the first observation) and then plays it back,
+    one action per step (``obs["step"]`` indexes the plan)."""
 
-    def __init__(self, name: str):
+    def __init__(self, problem, name: str):
+        self.problem = get_problem(problem)
+        check_heuristic(self.problem, name)
         self.name = name
 
     def precompute(self, obs: dict) -> Tensor:
-        problem, instances = instances_from_obs(obs)
-        return heuristic_tours(problem, instances, self.name)
+        return heuristic_tours(self.problem, self.problem.instance_from_observation(obs), self.name)
 
     def log_probs(self, tours: Tensor, obs: dict) -> tuple[Tensor, Tensor]:
         mask = obs["action_mask"].bool()
@@ -134,26 +175,60 @@ class PlannedTours:
         return one_hot_log_probs(score, mask), tours
 
 
-HEURISTICS: dict[str, Callable[[], object]] = {
+HEURISTICS: dict[str, Callable[..., object]] = {  # name -> (problem -> policy of the protocol)
     "random": UniformRandom,
     "nearest": NearestNeighbour,
     "greedy": Greedy,
-    "nearest_insertion": partial(PlannedTours, "nearest_insertion"),
-    "farthest_insertion": partial(PlannedTours, "farthest_insertion"),
-    "random_insertion": partial(PlannedTours, "random_insertion"),
-    "2opt": partial(PlannedTours, "2opt"),
+    "nearest_insertion": partial(PlannedTours, name="nearest_insertion"),
+    "farthest_insertion": partial(PlannedTours, name="farthest_insertion"),
+    "random_insertion": partial(PlannedTours, name="random_insertion"),
+    "2opt": partial(PlannedTours, name="2opt"),
 }
 
 
-def instances_from_obs(obs: dict):
-    """The problem class and its ``Instance`` from a first observation (torch mode)."""
-    if "first_node" in obs:
-        return TSP, TSP.Instance(locs=obs["locs"])
-    if "demand" in obs:
-        return CVRP, CVRP.Instance(locs=obs["locs"], demand=obs["demand"])
-    if "remaining_length" in obs:
-        return OP, OP.Instance(locs=obs["locs"], prize=obs["prize"], max_length=obs["remaining_length"][:, 0])
-    return PCTSP, PCTSP.Instance(locs=obs["locs"], prize=obs["prize"], penalty=obs["penalty"])
+@cache
+def hidden_instance(problem) -> str | None:
+    """Why ``problem``'s instance cannot be read from an observation (the unit's own refusal, by
+    ``instance_from_observation`` on a small instance's first observation), or None when it can."""
+    instance = problem.generate(1, max(2, problem.min_num_nodes))
+    try:
+        problem.instance_from_observation(problem.observe(problem.reset(instance)))
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def refusal(problem, name: str) -> str | None:
+    """Why the heuristic ``name`` does not run on ``problem``, or None when it does."""
+    problem = get_problem(problem)
+    if name not in HEURISTICS:
+        return f"unknown heuristic {name!r}; choose one of {sorted(HEURISTICS)}"
+    why = _not_for(problem, name)
+    return f"{why}; for {problem.label} choose one of {applicable(problem)}" if why else None
+
+
+def _not_for(problem, name: str) -> str | None:
+    if name.endswith("_insertion") and problem.has_depot:
+        without = "/".join(p.label for p in PROBLEMS.values() if not p.has_depot)
+        return f"heuristic {name!r} is for problems without a depot ({without} only)"
+    if name in PLANNED and (why := hidden_instance(problem)):
+        return f"heuristic {name!r} plans whole tours from the instance, and {why}"
+    return None
+
+
+def check_heuristic(problem, name: str) -> None:
+    """``ValueError`` saying why, when the heuristic ``name`` does not run on ``problem``."""
+    why = refusal(problem, name)
+    if why:
+        raise ValueError(why)
+
+
+def applicable(problem) -> list[str]:
+    """The heuristics that apply to ``problem`` with a rule of their own, in :data:`HEURISTICS` order: every
+    one that runs on it (:func:`refusal`), less ``greedy`` where it is ``nearest`` (no ``profits``)."""
+    problem = get_problem(problem)
+    return [name for name in HEURISTICS if _not_for(problem, name) is None
+            and not (name == "greedy" and problem.profits is None)]
 
 
 # -- tours from instances -------------------------------------------------------------------------
@@ -260,7 +335,7 @@ def construct(problem, instances, policy=None, strategy: str = "greedy",
               generator: torch.Generator | None = None) -> Tensor:
     """Tours (B, S) of a policy of the protocol (default :class:`Greedy`), decoded on the vector env
     (``strategy`` ``"greedy"`` or ``"sample"``)."""
-    policy = Greedy() if policy is None else policy
+    policy = Greedy(problem) if policy is None else policy
     env = make_env(problem.name, problem.size_of(instances), instances.locs.shape[0], instances.locs.device)
     with torch.no_grad():
         return rollout(policy, env, instances, strategy=strategy, generator=generator).actions
@@ -269,23 +344,26 @@ def construct(problem, instances, policy=None, strategy: str = "greedy",
 def improve_routes(problem, instances, tours: Tensor, max_iterations: int = 1000, rounds: int = 5) -> Tensor:
     """Local search on depot-problem tours (B, S) (Kool's action format: no leading depot).
 
-    CVRP: intra-route 2-opt, so each route keeps its customers and its load. OP and PCTSP (one route):
-    up to ``rounds`` rounds of 2-opt followed by node moves (:func:`insert_and_remove`), which use the
-    length that 2-opt freed; a round that changes nothing ends the search.
+    Without ``profits`` (routes that serve every customer: CVRP, SDVRP): intra-route 2-opt, so each route
+    keeps its customers and its load. With ``profits`` (one route: OP, PCTSP): up to ``rounds`` rounds of
+    2-opt followed by node moves (:func:`insert_and_remove`), which use the length that 2-opt freed; a
+    round that changes nothing ends the search. A tour whose improvement does not replay is kept.
     """
+    routes = problem.profits is None
     zeros = torch.zeros_like(tours[:, :1])
-    pad = instances.locs.shape[1] + 1 - tours.shape[1] if problem is not CVRP else 0
+    pad = instances.locs.shape[1] + 1 - tours.shape[1] if not routes else 0
     seq = torch.cat([zeros, tours] + [zeros] * max(pad, 1), dim=1)
-    for _ in range(1 if problem is CVRP else rounds):
+    for _ in range(1 if routes else rounds):
         before = seq
         seq = two_opt(instances.locs, seq, fixed=seq == 0, max_iterations=max_iterations)
-        if problem is not CVRP:
+        if not routes:
             seq = insert_and_remove(problem, instances, seq)
         if torch.equal(seq, before):
             break
     better = seq[:, 1:]
-    # float32 rounding in the env could in principle reject a tour at OP's length bound or PCTSP's prize
-    # minimum: keep the original tour where the improved one does not replay.
+    # float32 rounding in the env could in principle reject a tour at a length bound or a prize minimum
+    # (or, with split deliveries, a reversed route deliver differently): keep the original tour where the
+    # improved one does not replay.
     ok = replay(problem, instances, better)[1]
     width = max(better.shape[1], tours.shape[1])
     better, tours = pad_to(better, width), pad_to(tours, width)
@@ -300,11 +378,13 @@ def insert_and_remove(problem, instances, seq: Tensor, margin: float = 1e-5) -> 
     """Node moves on single-route tours ``seq`` (B, L) = ``0, c_1 .. c_k, 0, 0 ..`` (L >= N + 1), one
     move per instance and iteration until none applies:
 
-    - OP: insert the unvisited node of highest prize per added length among those that keep the tour
-      within ``max_length - margin``, at its cheapest position;
-    - PCTSP: insert the node whose penalty exceeds its insertion cost the most; otherwise remove the
-      node whose detour exceeds its penalty the most, if the prize collected stays above 1 + margin.
+    - ``profits == "orienteering"`` (OP): insert the unvisited node of highest prize per added length among
+      those that keep the tour within ``max_length - margin``, at its cheapest position;
+    - ``profits == "prize_collecting"`` (PCTSP): insert the node whose penalty exceeds its insertion cost the
+      most; otherwise remove the node whose detour exceeds its penalty the most, if the prize collected
+      stays above 1 + margin.
     """
+    orienteering = problem.profits == "orienteering"
     b, length = seq.shape
     dev = seq.device
     dist = distances(instances.locs)
@@ -320,7 +400,7 @@ def insert_and_remove(problem, instances, seq: Tensor, margin: float = 1e-5) -> 
         cost_in, where = grow.min(dim=1)  # (B, N) cheapest insertion of each node
         visited = torch.zeros_like(dist[:, 0], dtype=torch.bool).scatter(1, seq, True)  # depot included
         length_now = (edge * on_route).sum(dim=1)
-        if problem is OP:
+        if orienteering:
             fits = ~visited & (length_now[:, None] + cost_in <= instances.max_length[:, None].double() - margin)
             score = (instances.prize.double() / cost_in.clamp(min=1e-12)).masked_fill(~fits, float("-inf"))
             insert = fits.any(dim=1)
@@ -346,7 +426,7 @@ def insert_and_remove(problem, instances, seq: Tensor, margin: float = 1e-5) -> 
         src = torch.where(pos[None] < at[:, None], pos[None], pos[None] - 1).clamp(min=0)
         inserted = seq.gather(1, src)
         inserted[rows, at.clamp(max=length - 1)] = v
-        if problem is not OP:
+        if not orienteering:
             q = q + 1  # position in seq
             src = torch.where(pos[None] < q[:, None], pos[None], (pos[None] + 1).clamp(max=length - 1))
             removed = seq.gather(1, src)
@@ -362,21 +442,19 @@ def heuristic_tours(problem, instances, name: str, generator: torch.Generator | 
     ``generator`` (default: seed 0) drives ``random`` and ``random_insertion``.
 
     Raises:
-        ValueError: for an unknown name, or a TSP-only heuristic asked for a depot problem.
+        ValueError: for an unknown name, or one that does not run on ``problem`` (:func:`refusal`: the
+        insertions with a depot, planned tours where the instance is not observable).
     """
-    problem = get_problem(problem) if isinstance(problem, str) else problem
-    if name not in HEURISTICS:
-        raise ValueError(f"unknown heuristic {name!r}; choose one of {sorted(HEURISTICS)}")
+    problem = get_problem(problem)
+    check_heuristic(problem, name)
     gen = generator if generator is not None else torch.Generator(instances.locs.device).manual_seed(0)
     if name.endswith("_insertion"):
-        if problem is not TSP:
-            raise ValueError(f"heuristic {name!r} is for TSP only; use 'greedy' or '2opt' for {problem.name}")
         return insertion_tsp(instances.locs, name.split("_")[0], generator=gen)
     if name == "random":
-        return construct(problem, instances, UniformRandom(), strategy="sample", generator=gen)
+        return construct(problem, instances, UniformRandom(problem), strategy="sample", generator=gen)
     if name == "2opt":
-        if problem is TSP:
+        if not problem.has_depot:
             tour = insertion_tsp(instances.locs, "farthest")
             return two_opt(instances.locs, torch.cat([tour, tour[:, :1]], dim=1))[:, :-1]
         return improve_routes(problem, instances, construct(problem, instances))
-    return construct(problem, instances, HEURISTICS[name]())
+    return construct(problem, instances, HEURISTICS[name](problem))

@@ -91,12 +91,16 @@ def solve(problem, instances, method: str, time_limit: float = 1.0, *, progress:
             cost is still the env's (unit-square) cost of the tours.
 
     Raises:
-        ValueError: an unknown method, a problem the method does not handle, or its package missing
-            (the message names the pip extra).
+        ValueError: an unknown method, a problem no solver handles (SDVRP, SPCTSP) or the method does not
+            handle, or its package missing (the message names the pip extra).
     """
-    problem = get_problem(problem) if isinstance(problem, str) else problem
+    problem = get_problem(problem)
     if method not in SUPPORTED:
         raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+    if not any(problem.name in names for names in SUPPORTED.values()):
+        raise ValueError(f"no solver reference exists for {problem.label}: the solvers handle "
+                         f"{sorted({n for names in SUPPORTED.values() for n in names})}; use a heuristic "
+                         f"(agents.references.heuristics) instead")
     if problem.name not in SUPPORTED[method]:
         raise ValueError(f"method {method!r} does not solve {problem.name}; it handles {SUPPORTED[method]}")
     if not available(method):

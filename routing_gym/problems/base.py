@@ -9,6 +9,9 @@ in ``routing_gym.problems`` (nothing outside a unit names a problem or re-states
   Kool et al. 2019's distributions; ``variants`` declares the keyword options (OP's ``prize_type``),
   validated by :meth:`Problem.check_variant`;
 - ``instance_from(data, *, batched, device) -> Instance``: validated user instances;
+  ``instance_from_observation(obs) -> Instance``: the instances behind a first observation (planned tours);
+- ``profits``: whether a tour may leave nodes out, and for what (``None``, ``"orienteering"``,
+  ``"prize_collecting"``), the fact the heuristics read;
 - ``reset(instance) -> State``;
 - ``transition(state, action, active) -> (State, cost)``: the problem's rules for the sub-envs in
   ``active``, the new state's ``mask`` by those rules and the cost of the step (zero where inactive).
@@ -18,7 +21,8 @@ in ``routing_gym.problems`` (nothing outside a unit names a problem or re-states
 - ``observe(state) -> dict`` of batched tensors under the observation keys, and
   ``bounds(num_nodes_total) -> dict`` of ``key -> (shape, low, high)`` for the observation space;
 - ``policy`` (:class:`PolicyInputs`): what a network reads (node features, step context);
-- ``drawing`` (:class:`Drawing`) and ``gauge(state)``: what the renderer draws, as data;
+- ``drawing`` (:class:`Drawing`) and ``gauge(state)``: what the renderer draws, as data (and why a click
+  the mask forbids is refused);
 - ``doc`` (:class:`EnvDoc`): the problem's sections of its env's docstring.
 
 :func:`step` wraps ``transition`` with what is the same for all: finished sub-envs ignore their action
@@ -80,6 +84,8 @@ class Drawing:
     that scales node area. ``ring_by``: such a field drawn as a ring on unvisited nodes (what leaving them
     out costs).
     ``header``: optional ``state -> str`` appended to the header (batch-1 state).
+    ``depot_refusal`` / ``node_refusal``: why a person's click on the depot / on an unvisited node is refused
+    when the mask forbids it (``routing-gym play``); ``{i}`` is the node's index.
     """
 
     legend: str
@@ -87,6 +93,8 @@ class Drawing:
     size_by: str | None = None
     ring_by: str | None = None
     header: Callable[[Any], str] | None = None
+    depot_refusal: str = "the depot is not allowed now"
+    node_refusal: str = "node {i} is not allowed now"
 
 
 @dataclass(frozen=True)
@@ -119,6 +127,11 @@ class Problem:
     variants: ClassVar[dict[str, Variant]] = {}
     sizes: ClassVar[tuple[int, ...]] = (10, 20, 50, 100)  # registered ``routing/{label}-{n}`` ids
     min_num_nodes: ClassVar[int] = 1
+    # None: every node must be visited. Otherwise a TSP with profits (Feillet, Dejax & Gendreau 2005): one route
+    # from the depot visits a subset and choosing the depot ends the episode; ``"orienteering"``: the most prize
+    # within a length budget (OP); ``"prize_collecting"``: a prize quota, then length plus the penalties of the
+    # nodes left out (PCTSP, SPCTSP). The heuristics read it (``agents.references.heuristics``).
+    profits: ClassVar[str | None] = None
     policy: ClassVar[PolicyInputs]
     drawing: ClassVar[Drawing]
     doc: ClassVar[EnvDoc]
@@ -163,6 +176,17 @@ class Problem:
     def start_nodes(cls, n_total: int, device: Any = None) -> Tensor:
         """The first actions of multi-start decoding: every node, or every customer with a depot."""
         return torch.arange(int(cls.has_depot), n_total, device=device)
+
+    @classmethod
+    def instance_from_observation(cls, obs: Mapping[str, Tensor]):
+        """The batch of instances behind an episode's first observation (a dict of batched tensors, as
+        the vector env's torch mode gives), each ``Instance`` field read from the observation key of its
+        name; ``ValueError`` when one is not observed. Units whose observation holds an instance field
+        under another name override it (OP), or refuse where the instance is not observable (SPCTSP)."""
+        missing = [f for f in cls.Instance._fields if f not in obs]
+        if missing:
+            raise ValueError(f"{cls.label}'s instance field(s) {missing} are not observed")
+        return cls.Instance(**{f: obs[f] for f in cls.Instance._fields})
 
     @staticmethod
     def noop(state) -> Tensor:
@@ -242,7 +266,7 @@ def step(problem, state, action: Tensor):
     and the trainer.
 
     Args:
-        problem: the problem class (``TSP``, ``CVRP``, ``OP`` or ``PCTSP``).
+        problem: the problem unit (a :class:`Problem` subclass of the registry).
         state: its state, batch B.
         action: (B,) int64 node indices.
 

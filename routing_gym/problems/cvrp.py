@@ -55,7 +55,9 @@ class CVRP(Problem):
     Instance = CVRPInstance
     policy = PolicyInputs(node_features=("demand",), context_nodes=("current_node",),
                           context_scalars=("remaining_capacity",))
-    drawing = Drawing(legend="square = depot   one colour per route   grey = does not fit", paths="trips")
+    drawing = Drawing(legend="square = depot   one colour per route   grey = does not fit", paths="trips",
+                      depot_refusal="the depot cannot be chosen twice in a row (or before any customer)",
+                      node_refusal="node {i} does not fit in the vehicle: return to the depot first")
     doc = EnvDoc(
         summary="Capacitated vehicle routing: serve every customer's demand with routes from the depot.",
         description="Depot (node 0) and n customers uniform in the unit square; integer demands U{1..9} divided "

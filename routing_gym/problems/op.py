@@ -71,8 +71,10 @@ class OP(Problem):
                                       doc="``\"const\"``, ``\"unif\"`` or ``\"dist\"`` (default): the prize distribution")}
     policy = PolicyInputs(node_features=("prize",), context_nodes=("current_node",),
                           context_scalars=("remaining_length",))
+    profits = "orienteering"
     drawing = Drawing(legend="square = depot   size = prize   grey = out of reach", paths="from_depot",
-                      size_by="prize", header=lambda state: f"  (prize {float(state.collected[0]):.2f})")
+                      size_by="prize", header=lambda state: f"  (prize {float(state.collected[0]):.2f})",
+                      node_refusal="node {i} is out of reach: the tour could not get back to the depot in time")
     doc = EnvDoc(
         summary="Orienteering: collect the most prize on a tour from the depot no longer than ``max_length``.",
         description="Depot (node 0) and n nodes uniform in the unit square; max length 2/3/4 for n = 20/50/100, "
@@ -139,6 +141,11 @@ class OP(Problem):
             raise ValueError(f"instance field 'max_length' must lie in (0, {max_length_bound(n):.4g}], "
                              f"got {length.tolist()[:4]}")
         return OPInstance(locs=locs, prize=prize, max_length=length)
+
+    @classmethod
+    def instance_from_observation(cls, obs) -> OPInstance:
+        """The instances behind a first observation: ``max_length`` is the ``remaining_length`` at step 0."""
+        return OPInstance(locs=obs["locs"], prize=obs["prize"], max_length=obs["remaining_length"][:, 0])
 
     @staticmethod
     def reset(instance: OPInstance) -> OPState:

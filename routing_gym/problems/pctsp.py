@@ -62,8 +62,10 @@ class PCTSP(Problem):
     Instance = PCTSPInstance
     policy = PolicyInputs(node_features=("prize", "penalty"), context_nodes=("current_node",),
                           context_scalars=("prize_to_collect",))
+    profits = "prize_collecting"
     drawing = Drawing(legend="square = depot   size = prize   red ring = penalty if skipped", paths="from_depot",
-                      size_by="prize", ring_by="penalty")
+                      size_by="prize", ring_by="penalty",
+                      depot_refusal="collect a prize of 1 before returning to the depot")
     doc = EnvDoc(
         summary="Prize-collecting TSP: collect a prize of at least 1, minimising length plus the penalties of the "
                 "nodes left out.",

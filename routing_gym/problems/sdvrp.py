@@ -77,7 +77,10 @@ class SDVRP(Problem):
     policy = PolicyInputs(node_features=("demand",), context_nodes=("current_node",),
                           context_scalars=("remaining_capacity",), dynamic_features=("demand",))
     drawing = Drawing(legend="square = depot   one colour per route   size = demand left", paths="trips",
-                      size_by="remaining")
+                      size_by="remaining",
+                      depot_refusal="the depot cannot be chosen twice in a row (or before any customer)",
+                      node_refusal="node {i} has nothing left to deliver or the vehicle is full: "
+                                   "return to the depot first")
     doc = EnvDoc(
         summary="Split-delivery vehicle routing: deliver every customer's demand, possibly over several visits.",
         description="CVRP's instances (Kool et al. 2019, after Nazari et al. 2018): depot (node 0) and n customers "

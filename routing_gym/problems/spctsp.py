@@ -44,7 +44,8 @@ class SPCTSP(Problem):
     Instance = SPCTSPInstance
     sizes = (20, 50, 100)
     policy = PCTSP.policy  # the expected prize is what a network sees (Kool's ``deterministic_prize``)
-    drawing = PCTSP.drawing  # node area: the expected prize
+    profits = PCTSP.profits
+    drawing = PCTSP.drawing  # node area: the expected prize; PCTSP's refusals (the prize of 1 is the real one)
     gauge = staticmethod(PCTSP.gauge)  # the real prize collected
     doc = EnvDoc(
         summary="Stochastic prize-collecting TSP: as PCTSP, but a node's real prize is revealed only when it is "
@@ -94,6 +95,12 @@ class SPCTSP(Problem):
         if (real[:, 0] != 0).any():
             raise ValueError("instance field 'real_prize' must be 0 at the depot (node 0)")
         return SPCTSPInstance(locs=inst.locs, prize=inst.prize, penalty=inst.penalty, real_prize=real)
+
+    @classmethod
+    def instance_from_observation(cls, obs) -> SPCTSPInstance:
+        """Refused: the real prizes are revealed only on visits, so no observation holds the instance."""
+        raise ValueError("SPCTSP's instance cannot be read from an observation: its real prizes (real_prize) are "
+                         "revealed only when a node is visited")
 
     @staticmethod
     def _collecting(instance: SPCTSPInstance) -> PCTSPInstance:
