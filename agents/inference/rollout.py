@@ -13,7 +13,8 @@ from gymnasium.vector import AutoresetMode
 import torch
 from torch import Tensor
 
-from routing_gym.problems import get_problem, step
+from routing_gym.problems import get_problem
+from routing_gym.problems.base import replay as core_replay
 
 from ..policies.protocol import Policy, batch_observation, select_rows
 
@@ -166,17 +167,9 @@ def evaluate(policy: Policy, problem: str, instances, *, batch_size: int = 1000,
 
 @torch.no_grad()
 def replay(problem, instances, tours: Tensor) -> tuple[Tensor, Tensor]:
-    """``(cost (B,), feasible (B,) bool)`` of tours, by the same dynamics as
-    :func:`routing_gym.problems.tour_cost` but without raising: an instance whose tour takes a masked
-    action or does not finish is reported infeasible (its cost is then meaningless). Searches and
-    references use it to keep the feasible tours of a batch; :func:`~routing_gym.problems.tour_cost`
-    validates finished ones."""
-    tours = torch.as_tensor(tours, device=instances.locs.device).long()
-    state = problem.reset(instances)
-    cost = torch.zeros(tours.shape[0], dtype=torch.float64, device=tours.device)
-    bad = torch.zeros(tours.shape[0], dtype=torch.bool, device=tours.device)
-    for t in range(tours.shape[1]):
-        state, reward, invalid = step(problem, state, tours[:, t])
-        bad |= invalid
-        cost -= reward.double()
-    return cost, state.done & ~bad
+    """``(cost (B,), feasible (B,) bool)`` of tours without raising: the core's
+    :func:`routing_gym.problems.base.replay` (the loop :func:`~routing_gym.problems.tour_cost` validates
+    with), without the step of the first masked action."""
+    cost, feasible, _ = core_replay(problem, instances, tours)
+    return cost, feasible
+

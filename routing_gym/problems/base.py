@@ -298,8 +298,35 @@ def finish(problem, state, stop: Tensor):
 
 
 @torch.no_grad()
+def replay(problem, instance, tours: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Replay tours through the dynamics without raising: the one replay loop (``tour_cost`` validates
+    with it; searches and references keep the feasible tours of a batch with it).
+
+    Args:
+        problem: the problem unit.
+        instance: a batch of B instances.
+        tours: (B, S) int64 actions in order, padded with the no-op.
+
+    Returns:
+        ``(cost (B,) float64, feasible (B,) bool, first_masked (B,) int64)``: feasible where the tour
+        takes no masked action and finishes; ``first_masked`` the step of the first masked action (-1 if
+        none). The cost of an infeasible tour is meaningless.
+    """
+    tours = torch.as_tensor(tours, device=instance.locs.device).long()
+    if tours.dim() != 2 or tours.shape[0] != instance.locs.shape[0]:
+        raise ValueError(f"tours must have shape (B={instance.locs.shape[0]}, S), got {tuple(tours.shape)}")
+    state = problem.reset(instance)
+    cost = torch.zeros(tours.shape[0], dtype=torch.float64, device=tours.device)
+    first_masked = torch.full((tours.shape[0],), -1, dtype=torch.long, device=tours.device)
+    for t in range(tours.shape[1]):
+        state, reward, invalid = step(problem, state, tours[:, t])
+        first_masked = torch.where(invalid & (first_masked < 0), t, first_masked)
+        cost -= reward.double()
+    return cost, state.done & (first_masked < 0), first_masked
+
+
 def tour_cost(problem, instance, tours: Tensor) -> Tensor:
-    """Cost of finished tours, validated by replaying them through the dynamics.
+    """Cost of finished tours, validated by replaying them through the dynamics (:func:`replay`).
 
     Args:
         problem: the problem class.
@@ -314,18 +341,12 @@ def tour_cost(problem, instance, tours: Tensor) -> Tensor:
         ValueError: naming the first instance whose tour takes a masked action or does not finish.
     """
     tours = torch.as_tensor(tours, device=instance.locs.device).long()
-    if tours.dim() != 2 or tours.shape[0] != instance.locs.shape[0]:
-        raise ValueError(f"tours must have shape (B={instance.locs.shape[0]}, S), got {tuple(tours.shape)}")
-    state = problem.reset(instance)
-    cost = torch.zeros(tours.shape[0], dtype=torch.float64, device=tours.device)
-    for t in range(tours.shape[1]):
-        state, reward, invalid = step(problem, state, tours[:, t])
-        if invalid.any():
-            b = int(invalid.nonzero()[0])
+    cost, feasible, first_masked = replay(problem, instance, tours)
+    if not bool(feasible.all()):
+        b = int((~feasible).nonzero()[0])
+        t = int(first_masked[b])
+        if t >= 0:
             raise ValueError(f"infeasible tour: instance {b} takes masked action {int(tours[b, t])} at step {t}")
-        cost -= reward.double()
-    if not state.done.all():
-        b = int((~state.done).nonzero()[0])
         raise ValueError(f"infeasible tour: instance {b}'s tour of {tours.shape[1]} steps does not finish")
     return cost
 
