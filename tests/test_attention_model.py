@@ -19,7 +19,7 @@ from agents.policies.attention_model import AttentionModel, AttentionModelConfig
 from agents.policies.kool_weights import load_kool_weights
 from routing_gym.problems import get_problem
 
-PROBLEMS = ("tsp", "cvrp", "op", "pctsp")
+PROBLEMS = tuple(routing_gym.PROBLEMS)  # every problem in the registry
 REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference-models" / "kool2019"
 # folder, problem, env variant, published greedy mean cost at n = 20 (Table 1 of the paper)
 KOOL_20 = [("tsp_20", "tsp", {}, 3.85), ("cvrp_20", "cvrp", {}, 6.40),

@@ -23,7 +23,7 @@ from agents.training.supervised import (SupervisedConfig, parse_ptrnet_line, rea
                                         train_supervised, write_ptrnet)
 from routing_gym.problems import TSP, get_problem, tour_cost
 
-PROBLEMS = ("tsp", "cvrp", "op", "pctsp")
+PROBLEMS = tuple(routing_gym.PROBLEMS)  # every problem in the registry
 SMALL_AM = {"embed_dim": 32, "n_heads": 4, "n_layers": 1, "ff_hidden": 64}
 
 

@@ -20,7 +20,7 @@ from agents.policies.attention_model import AttentionModel, AttentionModelConfig
 from agents.policies.sb3_extractor import AttentionExtractor, AttentionPolicy  # noqa: E402
 from routing_gym.sb3 import SB3VecEnv, evaluate_costs, make_sb3_vec_env  # noqa: E402
 
-PROBLEMS = ("TSP", "CVRP", "OP", "PCTSP")
+PROBLEMS = tuple(p.label for p in routing_gym.PROBLEMS.values())  # every problem in the registry
 TINY_ENCODER = {"embed_dim": 16, "n_heads": 2, "n_layers": 1, "ff_hidden": 32}
 
 
