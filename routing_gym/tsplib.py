@@ -13,10 +13,10 @@ rounds up, ``ATT`` is the pseudo-Euclidean distance, ``EXACT_2D`` (or no type) k
 infeasible tour raises, exactly as :func:`routing_gym.problems.tour_cost`), then sums the file's
 distances along it.
 
-Reference values (:func:`reference`), first found wins: a user table (``{name: value}``, or a JSON /
-CSV / whitespace ``name value`` file), a VRPLIB ``NAME.sol`` next to the instance (its ``Cost`` line,
-else its routes costed), a TSPLIB ``NAME.opt.tour`` next to it (costed), or an
-``Optimal value: X`` in the file's ``COMMENT``.
+Reference values (:func:`find_reference`), first found wins: a user table (``{name: value}``, or a
+JSON / CSV / whitespace ``name value`` file), a VRPLIB ``NAME.sol`` next to the instance (its ``Cost``
+line, else its routes costed; the routes are checked either way), a TSPLIB ``NAME.opt.tour`` next to it
+(costed), or an ``Optimal value: X`` (``Best value``, ``Best known solution``) in the file's ``COMMENT``.
 
 A policy sees only the scaled coordinates, so it optimises unrounded distances; a tour that is optimal
 for those can cost a unit more under ``nint`` (eil51: 427 instead of 426). A solver can work in the
@@ -26,6 +26,15 @@ distances=distance_matrix(real)[None])`` finds 426.
 Instances that cannot be represented are rejected with a :class:`ValueError` that says why: explicit
 distance matrices without coordinates that define them, ``GEO`` (and other non-planar) distances,
 asymmetric or time-window problems, several depots.
+
+Files are read strictly: every error is a :class:`ValueError` (:class:`FileNotFoundError` for a missing
+file) that names the file and what is wrong. An instance needs a ``DIMENSION``, and its
+``NODE_COORD_SECTION`` (CVRP: ``DEMAND_SECTION`` too) one row per node, with the node ids 1..DIMENSION
+in order and finite numbers; a CVRP needs a ``CAPACITY`` > 0, whole demands and a ``DEPOT_SECTION``
+(if any) naming one existing node. A reference value, wherever it comes from, must be a finite number
+> 0; a ``.sol`` or ``.opt.tour`` beside the instance must be a feasible solution of it, else loading
+fails naming that file (a bad reference is never mistaken for the policy's failure). Tours given to
+:func:`cost` must hold whole node indices of the instance, and only the no-op after their episode ends.
 
 Example::
 
@@ -40,6 +49,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -53,7 +63,9 @@ from .problems import get_problem, tour_cost
 
 PROBLEM_TYPES = {"TSP": "tsp", "CVRP": "cvrp"}
 ROUNDING = ("EUC_2D", "CEIL_2D", "ATT", "EXACT_2D", "FLOOR_2D")
-COMMENT_OPTIMUM = re.compile(r"(?:optimal|best known)\s*(?:value|solution)?\s*[:=]?\s*([0-9]+(?:\.[0-9]+)?)", re.I)
+# "Optimal value: 375", "Best known solution = 1234.5": the number is read whole ("1e999" is not 1, "1,234" not 1)
+COMMENT_OPTIMUM = re.compile(r"\b(?:optimal|best(?:\s+known)?)\s+(?:value|solution|cost)\s*[:=]?\s*"
+                             r"([-+]?(?:\d|\.\d|inf|nan)[^\s;)]*)", re.I)
 
 
 @dataclass(frozen=True)
@@ -85,59 +97,134 @@ def load(path: str | os.PathLike, table: Mapping[str, float] | str | os.PathLike
         device: torch device of ``instance``.
 
     Raises:
-        FileNotFoundError: no such file. ValueError: the instance cannot be represented (says why).
+        FileNotFoundError: no such file. ValueError: the file is malformed, or the instance cannot be
+            represented, or its reference is bad (the message names the file and says why).
     """
-    import vrplib
+    from vrplib.parse import parse_vrplib
 
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"instance file {path} does not exist")
-    raw = vrplib.read_instance(path, compute_edge_weights=False)
+    text = read_text(path)
+    try:
+        raw = parse_vrplib(text, compute_edge_weights=False)
+    except Exception as e:  # noqa: BLE001 - vrplib raises several types for a malformed file
+        raise ValueError(f"{path}: not a readable TSPLIB / VRPLIB file: {e}") from None
     name = str(raw.get("name", path.stem))
     kind = str(raw.get("type", "")).split()[0].upper() if raw.get("type") else ("CVRP" if "capacity" in raw else "TSP")
     if kind not in PROBLEM_TYPES:
-        raise ValueError(f"{path.name}: TYPE {kind} cannot be represented; routing-gym reads {sorted(PROBLEM_TYPES)}")
+        raise ValueError(f"{path}: TYPE {kind} cannot be represented; routing-gym reads {sorted(PROBLEM_TYPES)}")
     problem = PROBLEM_TYPES[kind]
     weight_type = str(raw.get("edge_weight_type", "EXACT_2D")).upper()
     if weight_type == "EXPLICIT":
-        raise ValueError(f"{path.name}: EDGE_WEIGHT_TYPE EXPLICIT (a distance matrix) cannot be represented: the "
+        raise ValueError(f"{path}: EDGE_WEIGHT_TYPE EXPLICIT (a distance matrix) cannot be represented: the "
                          "envs compute Euclidean distances from coordinates")
     if weight_type not in ROUNDING:
-        raise ValueError(f"{path.name}: EDGE_WEIGHT_TYPE {weight_type} cannot be represented (GEO and other "
+        raise ValueError(f"{path}: EDGE_WEIGHT_TYPE {weight_type} cannot be represented (GEO and other "
                          f"non-planar distances are not Euclidean in any coordinates); supported: {ROUNDING}")
-    if "node_coord" not in raw:
-        raise ValueError(f"{path.name}: no NODE_COORD_SECTION; routing-gym needs planar coordinates")
-    coords = np.asarray(raw["node_coord"], dtype=np.float64)
-    if coords.ndim != 2 or coords.shape[1] != 2:
-        raise ValueError(f"{path.name}: coordinates must be 2-D, got shape {coords.shape}")
     for key in ("time_window", "service_time", "pickup", "backhaul"):
         if key in raw:
-            raise ValueError(f"{path.name}: section {key.upper()} cannot be represented (plain CVRP only)")
-    order = np.arange(len(coords))
+            raise ValueError(f"{path}: section {key.upper()} cannot be represented (plain CVRP only)")
+    if "dimension" not in raw:
+        raise ValueError(f"{path}: no DIMENSION")
+    n = raw["dimension"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{path}: DIMENSION must be a whole number > 0, got {n!r}")
+    coords = section(path, raw, text, "node_coord", n, columns=2)
+    order = np.arange(n)
     demand = capacity = None
     if problem == "cvrp":
-        depots = np.atleast_1d(np.asarray(raw.get("depot", [0]), dtype=np.int64))
+        depots = np.atleast_1d(np.asarray(raw.get("depot", [0])))  # 0-based: vrplib subtracts 1
         if len(depots) != 1:
-            raise ValueError(f"{path.name}: {len(depots)} depots cannot be represented (one depot, node 0)")
+            raise ValueError(f"{path}: {len(depots)} depots cannot be represented (one depot, node 0)")
+        if depots.dtype.kind not in "iu" or not 0 <= depots[0] < n:
+            raise ValueError(f"{path}: DEPOT_SECTION names node {depots[0] + 1}, not a node id in 1..{n}")
         order = np.concatenate([depots, np.delete(order, depots)])
-        demand = np.asarray(raw["demand"], dtype=np.int64)[order]
-        capacity = float(raw["capacity"])
+        if "capacity" not in raw:
+            raise ValueError(f"{path}: a CVRP needs a CAPACITY")
+        capacity = positive(raw["capacity"], f"{path}: CAPACITY")
+        demand = section(path, raw, text, "demand", n, columns=1)[order]
+        if (demand < 0).any() or (demand != np.round(demand)).any():
+            raise ValueError(f"{path}: DEMAND_SECTION must hold whole numbers >= 0")
+        demand = demand.astype(np.int64)
     coords = coords[order]
     offset = coords.min(axis=0)
     scale = float((coords.max(axis=0) - offset).max()) or 1.0
     unit = np.clip((coords - offset) / scale, 0.0, 1.0)
-    if problem == "tsp":
-        instance = get_problem("tsp").instance_from({"locs": unit}, device=device)
-    else:
-        try:
-            instance = get_problem("cvrp").instance_from({"locs": unit, "demand": demand / capacity}, device=device)
-        except ValueError as e:
-            raise ValueError(f"{path.name}: {e}") from None
+    fields = {"locs": unit} if problem == "tsp" else {"locs": unit, "demand": demand / capacity}
+    try:
+        instance = get_problem(problem).instance_from(fields, device=device)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
     real = RealInstance(name=name, problem=problem, path=path, coords=coords, node_ids=order + 1,
                         edge_weight_type=weight_type, demand=demand, capacity=capacity, offset=offset, scale=scale,
                         instance=instance, reference=None, reference_source=None)
     value, source = find_reference(real, raw.get("comment"), table)
     return RealInstance(**{**real.__dict__, "reference": value, "reference_source": source})
+
+
+# -- strict reading -------------------------------------------------------------------------------
+def read_text(path: Path) -> str:
+    """The text of a file; ``FileNotFoundError`` / ``ValueError`` naming it when there is none."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not a text file ({e})") from None
+
+
+def section(path: Path, raw: dict, text: str, key: str, n: int, columns: int) -> np.ndarray:
+    """A data section's values as float64, (N,) for one column or (N, columns), checked: one row per
+    node, the node ids 1..N in order, finite numbers."""
+    title = f"{key.upper()}_SECTION"
+    if key not in raw:
+        raise ValueError(f"{path}: no {title}")
+    try:
+        values = np.asarray(raw[key], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{path}: {title} holds values that are not numbers, or rows of different lengths") \
+            from None
+    rows = len(values) if values.ndim else 0
+    if rows != n:
+        raise ValueError(f"{path}: DIMENSION is {n} but {title} has {rows} rows")
+    if values.shape[1:] != (() if columns == 1 else (columns,)):
+        raise ValueError(f"{path}: each row of {title} must hold a node id and {columns} value(s)")
+    if not np.isfinite(values).all():
+        raise ValueError(f"{path}: {title} holds NaN or infinite values")
+    for row, token in enumerate(section_ids(text, title), 1):
+        if token != str(row):
+            raise ValueError(f"{path}: {title} must list the node ids 1..{n} in order, one per row; "
+                             f"row {row} has id {token}")
+    return values
+
+
+def section_ids(text: str, title: str) -> list[str]:
+    """The first column (the node ids, which vrplib drops) of the rows of a data section, read as vrplib
+    reads it: from its title line to the next ``_SECTION`` or ``EOF`` line, blank and ``#`` lines skipped,
+    the last such section if there are several."""
+    ids, inside = [], False
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if "EOF" in line:
+            break
+        if "_SECTION" in line:
+            inside = line.strip(" :").upper() == title
+            ids = [] if inside else ids
+        elif inside:
+            ids.append(line.split()[0])
+    return ids
+
+
+def positive(value: Any, what: str) -> float:
+    """``value`` as a float, or ``ValueError`` (beginning with ``what``) unless it is a finite number > 0."""
+    try:
+        number = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError(f"{what} must be a finite number > 0, got {value!r}")
+    return number
 
 
 # -- distances and costs --------------------------------------------------------------------------
@@ -164,18 +251,50 @@ def cost(real: RealInstance, tours) -> float:
     (env format: TSP a node order; CVRP routes separated by depot visits, padded with 0).
 
     Raises:
-        ValueError: the tour is infeasible (by the env's own dynamics).
+        ValueError: the tour holds something other than whole node indices of the instance, is infeasible
+            (by the env's own dynamics), or goes on past the end of its episode.
     """
-    tours = torch.as_tensor(np.asarray(tours) if not isinstance(tours, torch.Tensor) else tours).long()
-    tours = tours.reshape(1, -1).to(real.instance.locs.device)
-    tour_cost(get_problem(real.problem), real.instance, tours)  # validates
-    seq = tours[0].tolist()
-    if real.problem == "tsp":
-        seq = seq + seq[:1]
-    else:
-        seq = [0] + seq + [0]
+    seq = tour_nodes(real, tours)
+    tour_cost(get_problem(real.problem), real.instance, torch.tensor([seq], device=real.instance.locs.device))
+    seq = episode(real, seq)
+    legs = seq + seq[:1] if real.problem == "tsp" else [0] + seq + [0]
     d = distance_matrix(real)
-    return float(sum(d[a, b] for a, b in zip(seq[:-1], seq[1:])))
+    return float(sum(d[a, b] for a, b in zip(legs[:-1], legs[1:])))
+
+
+def tour_nodes(real: RealInstance, tours) -> list[int]:
+    """One tour as a list of node indices, refusing fractional, non-finite and out-of-range ones by step."""
+    arr = np.asarray(tours.detach().cpu() if isinstance(tours, torch.Tensor) else tours)
+    if arr.dtype.kind not in "iuf" or arr.ndim not in (1, 2) or (arr.ndim == 2 and len(arr) != 1):
+        raise ValueError(f"a tour must be an (S,) or (1, S) array of node indices, got {arr.dtype} of shape "
+                         f"{arr.shape}")
+    arr, n = arr.reshape(-1), len(real.coords)
+    whole = np.isfinite(arr) & (arr == np.round(arr))
+    if not whole.all():
+        step = int(np.argmin(whole))
+        raise ValueError(f"the tour's step {step} is {arr[step]}, not a whole node index")
+    outside = (arr < 0) | (arr >= n)
+    if outside.any():
+        step = int(np.argmax(outside))
+        raise ValueError(f"the tour's step {step} is node {arr[step]:g}, which does not exist (nodes 0..{n - 1})")
+    return arr.astype(np.int64).tolist()
+
+
+def episode(real: RealInstance, seq: list[int]) -> list[int]:
+    """A feasible tour up to the step that ends its episode (the one visiting the last node to visit).
+    The env ignores later steps, which must be the no-op (TSP: its last node; CVRP: the depot) so that the
+    file's distances are summed along the same tour."""
+    todo = set(range(1 if real.problem == "cvrp" else 0, len(real.coords)))
+    end = 0
+    while todo:
+        todo.discard(seq[end])
+        end += 1
+    noop = seq[end - 1] if real.problem == "tsp" else 0
+    extra = [node for node in seq[end:] if node != noop]
+    if extra:
+        raise ValueError(f"the tour goes on after its episode ends at step {end}: later steps must be the "
+                         f"no-op {noop}, got node {extra[0]}")
+    return seq[:end]
 
 
 def gap(real: RealInstance, value: float) -> float | None:
@@ -187,39 +306,81 @@ def gap(real: RealInstance, value: float) -> float | None:
 
 # -- reference values -----------------------------------------------------------------------------
 def read_table(source: Mapping[str, float] | str | os.PathLike) -> dict[str, float]:
-    """Reference values by name from a mapping or a JSON, CSV (``name,value``) or ``name value`` file."""
+    """Reference values by name from a mapping or a JSON (an object), CSV (``name,value``) or ``name
+    value`` file; a CSV or text file may begin with a header line, and ``#`` lines are skipped.
+
+    Raises:
+        FileNotFoundError: no such file. ValueError (naming the file and the line or name): a value that
+            is not a finite number > 0, a name given twice, a line that is not a name and a value.
+    """
     if isinstance(source, Mapping):
-        return {str(k): float(v) for k, v in source.items()}
+        return {str(k): positive(v, f"reference table: the value of {k!r}") for k, v in source.items()}
     path = Path(source)
-    text = path.read_text()
+    text = read_text(path)
     if path.suffix == ".json":
-        return {str(k): float(v) for k, v in json.loads(text).items()}
-    rows = csv.reader(text.splitlines()) if path.suffix == ".csv" else (line.split() for line in text.splitlines())
-    table = {}
-    for row in rows:
+        try:
+            values = json.loads(text)
+        except ValueError as e:
+            raise ValueError(f"{path}: not a readable JSON file: {e}") from None
+        if not isinstance(values, dict):
+            raise ValueError(f"{path}: a reference table must be a JSON object of name: value")
+        return {str(k): positive(v, f"{path}: the value of {k!r}") for k, v in values.items()}
+    lines = text.splitlines()
+    rows = csv.reader(lines) if path.suffix == ".csv" else (line.split() for line in lines)
+    table: dict[str, float] = {}
+    first = True
+    for number, row in enumerate(rows, 1):
         row = [c.strip() for c in row if c.strip()]
-        if len(row) >= 2:
-            try:
-                table[row[0]] = float(row[1].rstrip(","))
-            except ValueError:
-                continue  # a header line
+        if not row or row[0].startswith("#"):
+            continue
+        if len(row) < 2:
+            raise ValueError(f"{path} line {number}: expected a name and a value, got {lines[number - 1]!r}")
+        name, value = row[0], row[1].rstrip(",")
+        header, first = first and not is_number(value), False
+        if header:
+            continue
+        if name in table:
+            raise ValueError(f"{path} line {number}: {name!r} is given twice")
+        table[name] = positive(value, f"{path} line {number}: the value of {name!r}")
     return table
+
+
+def is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def read_tour(path: str | os.PathLike, real: RealInstance) -> list[int]:
     """A TSPLIB ``TOUR_SECTION`` file as actions on ``real.instance``. For CVRP, LKH-3's convention is
-    read: ids above the dimension are copies of the depot (so the tour is routes joined at the depot)."""
-    ids, inside = [], False
-    for line in Path(path).read_text().splitlines():
-        token = line.strip()
-        if token.upper().startswith("TOUR_SECTION"):
-            inside = True
-            continue
-        if not inside or not token:
-            continue
+    read: ids above the dimension are copies of the depot (so the tour is routes joined at the depot).
+
+    Raises:
+        FileNotFoundError: no such file. ValueError (naming the file): no ``TOUR_SECTION``, no nodes in
+            it, a token that is not a whole number, a node id that does not exist.
+    """
+    path = Path(path)
+    lines = read_text(path).splitlines()
+    start = next((k for k, line in enumerate(lines) if line.strip().upper().startswith("TOUR_SECTION")), None)
+    if start is None:
+        raise ValueError(f"{path}: no TOUR_SECTION")
+    ids = []
+    for token in " ".join(lines[start + 1:]).split():
         if token == "-1" or token.upper() == "EOF":
             break
-        ids += [int(v) for v in token.split()]
+        try:
+            ids.append(int(token))
+        except ValueError:
+            raise ValueError(f"{path}: TOUR_SECTION holds {token!r}, not a node id") from None
+    n = len(real.node_ids)
+    unknown = [i for i in ids if i < 1 or (i > n and real.problem == "tsp")]
+    if unknown:
+        copies = "; LKH-3 numbers copies of the depot above them" if real.problem == "cvrp" else ""
+        raise ValueError(f"{path}: node id {unknown[0]} does not exist (the instance's ids are 1..{n}{copies})")
+    if not ids:
+        raise ValueError(f"{path}: TOUR_SECTION lists no nodes")
     index = {int(node): i for i, node in enumerate(real.node_ids)}
     nodes = [index.get(i, 0) for i in ids]  # depot copies (ids > N) become node 0
     if real.problem == "tsp":
@@ -230,37 +391,63 @@ def read_tour(path: str | os.PathLike, real: RealInstance) -> list[int]:
     return actions + [0]
 
 
-def read_sol_routes(path: str | os.PathLike, real: RealInstance) -> list[int]:
-    """A VRPLIB ``.sol`` file's routes as actions (its customers are numbered from 1, the depot omitted)."""
-    import vrplib
+def read_sol(path: str | os.PathLike, real: RealInstance) -> tuple[list[int], Any]:
+    """A VRPLIB ``.sol`` file: its routes as actions on ``real.instance`` (customers are numbered from 1,
+    the depot omitted) and its ``Cost`` line as written (None without one).
 
-    sol = vrplib.read_solution(path)
+    Raises:
+        FileNotFoundError: no such file. ValueError (naming the file): unreadable, no routes, a customer
+            that does not exist.
+    """
+    from vrplib.parse import parse_solution
+
+    path = Path(path)
+    text = read_text(path)
+    try:
+        sol = parse_solution(text)
+    except Exception as e:  # noqa: BLE001 - vrplib raises several types for a malformed file
+        raise ValueError(f"{path}: not a readable VRPLIB solution file: {e}") from None
+    if not sol["routes"]:
+        raise ValueError(f"{path}: no routes")
     index = {int(node): i for i, node in enumerate(real.node_ids)}
     actions = []
-    for route in sol["routes"]:
-        actions += [index[int(c) + 1] for c in route] + [0]
-    return actions
+    for number, route in enumerate(sol["routes"], 1):
+        for customer in route:
+            if index.get(customer + 1, 0) == 0:
+                raise ValueError(f"{path}: route {number} names customer {customer}, which does not exist "
+                                 f"(customers are 1..{len(real.node_ids) - 1})")
+            actions.append(index[customer + 1])
+        actions.append(0)
+    return actions, sol.get("cost")
 
 
 def find_reference(real: RealInstance, comment: Any, table) -> tuple[float | None, str | None]:
+    """The first reference value found (see the module docstring) and its source. A bad source is a
+    ``ValueError`` naming it, never skipped and never taken for a policy's infeasible tour."""
     if table is not None:
         values = read_table(table)
         for key in (real.name, real.path.stem, real.path.name):
             if key in values:
                 return values[key], "table"
-    sol = real.path.with_suffix(".sol")
+    sol, tour = real.path.with_suffix(".sol"), real.path.with_suffix(".opt.tour")
     if sol.is_file():
-        import vrplib
-
-        value = vrplib.read_solution(sol).get("cost")
-        return (float(value) if value is not None else cost(real, read_sol_routes(sol, real))), ".sol"
-    tour = real.path.with_suffix(".opt.tour")
+        actions, stated = read_sol(sol, real)
+        value = reference_cost(sol, real, actions)  # the routes are checked even where a Cost line is given
+        return (value if stated is None else positive(stated, f"{sol}: the Cost line")), ".sol"
     if tour.is_file():
-        return cost(real, read_tour(tour, real)), ".opt.tour"
+        return reference_cost(tour, real, read_tour(tour, real)), ".opt.tour"
     match = COMMENT_OPTIMUM.search(str(comment or ""))
     if match:
-        return float(match.group(1)), "comment"
+        return positive(match.group(1).rstrip(".,"), f"{real.path}: the COMMENT's reference value"), "comment"
     return None, None
+
+
+def reference_cost(path: Path, real: RealInstance, actions: list[int]) -> float:
+    """The cost of a reference file's solution, or ``ValueError`` naming the file when it is not one."""
+    try:
+        return cost(real, actions)
+    except ValueError as e:
+        raise ValueError(f"{path}: bad reference file, not a feasible solution of {real.path.name}: {e}") from None
 
 
 # -- evaluation -----------------------------------------------------------------------------------
@@ -275,7 +462,11 @@ def evaluate(paths, tours_fn: Callable[[str, Any], Any], table=None) -> list[dic
     rows = []
     for p in paths:
         real = load(p, table=table)
-        value = cost(real, tours_fn(real.problem, real.instance))
+        tours = tours_fn(real.problem, real.instance)
+        try:
+            value = cost(real, tours)
+        except ValueError as e:
+            raise ValueError(f"{real.path}: the policy's tour is refused: {e}") from None
         rows.append({"name": real.name, "problem": real.problem,
                      "n": get_problem(real.problem).size_of(real.instance), "cost": value,
                      "reference": real.reference, "source": real.reference_source, "gap": gap(real, value)})

@@ -1,5 +1,9 @@
 """The ``routing-gym`` command line: render and eval with heuristics, errors as messages."""
+import importlib.util
+import sys
+
 import pytest
+import torch
 
 from agents.apps.cli import main
 
@@ -62,4 +66,200 @@ def test_solve_then_eval__dataset_gap_and_limit(tmp_path, capsys):
     gaps = [float(line.split("gap ")[1].split("%")[0]) for line in (whole, first)]
     assert all(g > 0 for g in gaps)  # nearest neighbour is never better than the optimum
     assert main(["eval", "--problem", "tsp", "--policy", "nearest", "--dataset", str(data), "--limit", "0"]) == 2
-    assert "--limit must be >= 1" in capsys.readouterr().err
+    assert "argument --limit: must be an integer >= 1" in capsys.readouterr().err
+
+
+# -- every bad input: exit code 2 and one line on stderr naming the fault --------------------------------
+def refused(capsys, argv: list[str], *needles: str) -> str:
+    """Run ``routing-gym argv``: it must exit with 2 and print one line on stderr holding each needle."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    for needle in needles:
+        assert needle in err[0], err[0]
+    return err[0]
+
+
+EVAL = ["eval", "--problem", "tsp", "--num-nodes", "5", "--policy", "nearest", "--num-instances", "4"]
+SOLVE = ["solve", "--problem", "tsp", "--method", "exact", "--num-nodes", "5", "--num-instances", "2", "--no-progress"]
+RENDER = ["render", "--problem", "tsp", "--num-nodes", "5", "--policy", "nearest"]
+COMPARE = ["compare", "--problems", "tsp", "--num-nodes", "20", "--num-instances", "2"]
+
+
+@pytest.mark.parametrize("argv, option", [
+    (EVAL + ["--num-instances", "-3"], "--num-instances"),  # was a traceback (negative dimension)
+    (EVAL + ["--num-instances", "0"], "--num-instances"),  # was a mean cost of nan
+    (EVAL + ["--batch-size", "-1"], "--batch-size"),  # was "infeasible tour"
+    (EVAL + ["--batch-size", "0"], "--batch-size"),  # was "range() arg 3 must not be zero"
+    (EVAL + ["--batch-size", "nan"], "--batch-size"),
+    (EVAL + ["--samples", "0", "--decode", "sample"], "--samples"),
+    (EVAL + ["--augment", "9"], "--augment"),
+    (EVAL + ["--seed", "-1"], "--seed"),
+    (EVAL + ["--seed", str(2**70)], "--seed"),  # was "Overflow when unpacking long long"
+    (SOLVE + ["--num-instances", "0"], "--num-instances"),  # was "torch.cat(): expected a non-empty list"
+    (SOLVE + ["--time-limit", "-1"], "--time-limit"),
+    (SOLVE + ["--time-limit", "nan"], "--time-limit"),
+    (SOLVE + ["--time-limit", "inf"], "--time-limit"),
+    (SOLVE + ["--workers", "0"], "--workers"),
+    (RENDER + ["--seed", "-1", "--out", "x.gif"], "--seed"),  # was numpy's "expected non-negative integer"
+    (COMPARE[:-1] + ["-1"], "--num-instances"),  # was a traceback
+    (["play", "--seed", "-5"], "--seed"),
+])
+def test_errors__bad_numbers_are_refused_by_the_parser(capsys, argv, option):
+    refused(capsys, argv, f"argument {option}:", "--help")
+
+
+def test_errors__usage_mistakes_are_one_line(capsys):
+    refused(capsys, ["eval", "--problem", "tsp"], "required: --policy", "routing-gym eval --help")
+    refused(capsys, EVAL + ["--no-such-option"], "unrecognized arguments: --no-such-option")
+
+
+def test_errors__devices_are_parsed_once_for_every_subcommand(capsys):
+    from agents.inference.device import parse_device
+
+    refused(capsys, EVAL + ["--device", "bogus"], "unknown device 'bogus'")  # was torch's RuntimeError
+    refused(capsys, EVAL + ["--device", "meta"], "not one routing-gym runs on")
+    assert parse_device("cpu") == torch.device("cpu")
+    assert parse_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    for bad in ("bogus", "CPU", "meta"):
+        with pytest.raises(ValueError, match=repr(bad)):
+            parse_device(bad)
+    if not torch.cuda.is_available():  # was "Cannot get CUDA generator without ATen_cuda library"
+        refused(capsys, EVAL + ["--device", "cuda"], "CUDA is not available")
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            parse_device("cuda:0")
+
+
+def test_errors__input_files_missing_or_folders(tmp_path, capsys):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    refused(capsys, ["eval", "--problem", "tsp", "--policy", "nearest", "--dataset", str(folder)],
+            "argument --dataset:", "is a folder")  # was "does not exist"
+    refused(capsys, ["solve", "--problem", "tsp", "--method", "exact", "--dataset", str(tmp_path / "none.npz")],
+            "argument --dataset:", "does not exist")
+    refused(capsys, ["export", "--checkpoint", str(tmp_path / "none.pt"), "--out", str(tmp_path / "p.pt")],
+            "argument --checkpoint:", "does not exist")
+    refused(capsys, ["eval", "--policy", "nearest", "--instances", str(folder)], "is a folder")
+    refused(capsys, ["eval", "--policy", "nearest", "--instances", str(tmp_path / "none*.tsp")], "no such file")
+    refused(capsys, ["eval", "--policy", "nearest", "--instances", str(tmp_path / "none.tsp"), "--reference-table",
+                     str(folder)], "argument --reference-table:", "is a folder")
+
+
+def test_errors__reference_table_values_must_be_positive(tmp_path, capsys):
+    tsp = tmp_path / "square.tsp"
+    tsp.write_text("NAME : square\nTYPE : TSP\nDIMENSION : 4\nEDGE_WEIGHT_TYPE : EUC_2D\nNODE_COORD_SECTION\n"
+                   "1 0 0\n2 10 0\n3 10 10\n4 0 10\nEOF\n")
+    base = ["eval", "--policy", "nearest", "--instances", str(tsp), "--reference-table"]
+    for text in ("square 0\n", "square nan\n", "square -40\n"):  # 0 was a ZeroDivisionError traceback
+        (tmp_path / "table.txt").write_text(text)
+        refused(capsys, base + [str(tmp_path / "table.txt")], "table.txt", "'square'")
+    for name, text in (("table.json", "[40]"), ("empty.txt", "")):
+        (tmp_path / name).write_text(text)
+        refused(capsys, base + [str(tmp_path / name)], name)
+    (tmp_path / "table.txt").write_text("square 40\n")
+    assert main(base + [str(tmp_path / "table.txt")]) == 0
+    assert "40 (table)" in capsys.readouterr().out
+
+
+def test_errors__output_paths_that_cannot_be_written(tmp_path, capsys):
+    """Checked before the work: a folder, a path under a file, a dataset not named .npz; missing folders
+    above an output are created."""
+    a_file, folder = tmp_path / "a_file", tmp_path / "folder"
+    a_file.write_text("")
+    folder.mkdir()
+    refused(capsys, RENDER + ["--out", str(a_file / "x.gif")], "argument --out:", "is a file, not a folder")
+    refused(capsys, RENDER + ["--out", str(folder)], "argument --out:", "is a folder")
+    refused(capsys, COMPARE + ["--out", str(a_file / "x.png")], "argument --out:", "is a file, not a folder")
+    refused(capsys, SOLVE + ["--save", str(a_file / "x.npz")], "argument --save:", "is a file")  # was a traceback
+    refused(capsys, SOLVE + ["--save", str(folder)], "argument --save:", ".npz")  # was written to folder.npz
+    refused(capsys, ["export", "--checkpoint", str(a_file), "--out", str(folder)], "argument --out:", "is a folder")
+    assert main(SOLVE + ["--save", str(tmp_path / "new" / "sub" / "x.npz")]) == 0
+    assert (tmp_path / "new" / "sub" / "x.npz").is_file()
+
+
+def test_errors__os_errors_name_the_path(tmp_path, capsys):
+    """Any other path that cannot be used (here train's --out-dir under a file): one line naming it."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    line = refused(capsys, ["train", "--problem", "tsp", "--num-nodes", "5", "--epochs", "1", "--epoch-size", "8",
+                            "--batch-size", "4", "--eval-size", "4", "--val-size", "4", "--no-progress",
+                            "--out-dir", str(a_file / "run")], str(a_file / "run"))
+    assert line.startswith("routing-gym train: error:")
+
+
+def test_save_checkpoint__leaves_no_temporary_file_when_it_fails(tmp_path, monkeypatch):
+    from agents.policies import checkpoint
+
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    with pytest.raises(IsADirectoryError):  # export --out at a folder left an 11 MB .tmp
+        checkpoint.save_checkpoint(folder, kind="policy", payload={"x": torch.zeros(3)})
+
+    def broken_replace(src, dst):
+        raise PermissionError(13, "Permission denied", str(dst))
+
+    monkeypatch.setattr(checkpoint.os, "replace", broken_replace)
+    with pytest.raises(PermissionError):
+        checkpoint.save_checkpoint(tmp_path / "p.pt", kind="policy", payload={"x": torch.zeros(3)})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"]
+
+
+@pytest.fixture
+def quit_at_once(monkeypatch):
+    """A window closed as soon as it opens, so that a command that wrongly opens one returns, not hangs."""
+    pygame = pytest.importorskip("pygame")
+    monkeypatch.setattr(pygame.event, "get", lambda *a, **k: [pygame.event.Event(pygame.QUIT)])
+
+
+@pytest.mark.parametrize("environment", ["dummy driver", "no DISPLAY"])
+def test_errors__windows_need_a_display(tmp_path, monkeypatch, capsys, quit_at_once, environment):
+    if environment == "dummy driver":
+        monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    else:
+        if not sys.platform.startswith("linux"):
+            pytest.skip("DISPLAY / WAYLAND_DISPLAY are how Linux tells of a display")
+        for name in ("SDL_VIDEODRIVER", "DISPLAY", "WAYLAND_DISPLAY"):
+            monkeypatch.delenv(name, raising=False)
+    refused(capsys, RENDER, "needs a display", "--out rollout.gif")
+    refused(capsys, ["play", "--problem", "tsp", "--num-nodes", "5", "--opponent", "nearest"], "needs a display",
+            "--out rollout.gif")
+    if importlib.util.find_spec("PIL") is not None:  # a file needs no display
+        assert main(RENDER + ["--out", str(tmp_path / "rollout.gif")]) == 0
+
+
+def test_errors__optional_packages_are_checked_before_the_work(monkeypatch, capsys):
+    from agents.apps import compare
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the table was computed before the check")
+
+    monkeypatch.setattr(compare, "compare_problem", no_work)
+    refused(capsys, COMPARE + ["--out", "picture"], "no image file extension", ".png")
+    monkeypatch.setitem(sys.modules, "PIL", None)  # Pillow missing
+    refused(capsys, COMPARE + ["--out", "picture.png"], "pip install pillow")  # was: two minutes, then a traceback
+    if importlib.util.find_spec("imageio") is None:
+        refused(capsys, RENDER + ["--out", "rollout.gif"], "pip install pillow")  # was a traceback
+    monkeypatch.setitem(sys.modules, "vrplib", None)  # TSPLIB / VRPLIB reading missing
+    refused(capsys, ["eval", "--policy", "nearest", "--instances", "any.tsp"], "needs vrplib", "pip install")
+
+
+def test_library__bad_counts_raise_value_errors():
+    from agents.inference.search import decode
+    from agents.references.heuristics import HEURISTICS
+    from agents.references.solvers import solve
+    from routing_gym.problems import get_problem
+
+    tsp = get_problem("tsp")
+    instances = tsp.generate(3, 5, generator=torch.Generator().manual_seed(0))
+    policy = HEURISTICS["nearest"]("tsp")
+    for batch_size in (0, -1):
+        for strategy in ("greedy", "beam", "multistart"):
+            with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+                decode(policy, tsp, instances, strategy, batch_size=batch_size)
+    for time_limit in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="time_limit"):
+            solve(tsp, instances, "exact", time_limit, progress=False)
+    with pytest.raises(ValueError, match="workers"):
+        solve(tsp, instances, "exact", progress=False, workers=0)
+    with pytest.raises(ValueError, match="no instances"):
+        solve(tsp, tsp.generate(0, 5, generator=torch.Generator().manual_seed(0)), "exact", progress=False)

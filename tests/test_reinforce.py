@@ -95,16 +95,6 @@ def test_cli__train_then_eval_a_checkpoint(tmp_path):
     assert len(rows) == 3 and [row.split(",")[4] for row in rows] == ["batch_size", "32", "16"]
 
 
-def test_metrics_csv__a_new_column_widens_the_header_of_an_older_run(tmp_path):
-    from agents.training.reinforce import _append_csv
-
-    path = tmp_path / "metrics.csv"
-    path.write_text("epoch,val_cost\n0,4.5\n")
-    _append_csv(path, {"epoch": 1, "batch_size": 128, "val_cost": 4.25})
-    _append_csv(path, {"epoch": 2, "batch_size": 128, "val_cost": 4.0})
-    assert path.read_text().splitlines() == ["epoch,val_cost,batch_size", "0,4.5,", "1,4.25,128", "2,4.0,128"]
-
-
 def test_pomo_baseline__learns_with_shared_multi_start_baseline(tmp_path):
     trainer = Trainer(small_config(tmp_path, num_nodes=8, epochs=2, epoch_size=256, batch_size=32, baseline="pomo"))
     assert trainer.env.num_envs == 32 * 8  # every node as a start

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
+import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -14,6 +17,128 @@ from routing_gym.problems import PROBLEMS, get_problem
 PROBLEM_CHOICES = sorted(PROBLEMS)
 # every problem option declared in the registry (OP's prize_type), as --prize-type, ...: (choices, default)
 VARIANT_OPTIONS = {key: spec for p in PROBLEMS.values() for key, spec in p.variants.items()}
+
+
+# -- arguments, checked where they enter ----------------------------------------------------------------
+class UsageError(Exception):
+    """A command line the parser rejects (:class:`Parser`); :func:`main` prints it as one line."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, except that a rejected command line raises :class:`UsageError` (one line, the command
+    and the fault) instead of printing the usage and exiting; the subcommands' parsers are of this class too."""
+
+    def error(self, message: str):
+        raise UsageError(f"{self.prog}: error: {message} (see {self.prog} --help)")
+
+
+def int_in(text: str, low: int, high: int | None = None) -> int:
+    """An integer from ``low`` to ``high`` (no upper bound if None), else ``ArgumentTypeError`` saying so."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < low or (high is not None and value > high):
+        bounds = f">= {low}" if high is None else f"from {low} to {high}"
+        raise argparse.ArgumentTypeError(f"must be an integer {bounds}, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (counts, sizes)."""
+    return int_in(text, 1)
+
+
+def seed_int(text: str) -> int:
+    """argparse type: a seed, an integer from 0 to 2**63 - 1 (what torch, numpy and Gymnasium all take)."""
+    try:
+        return int_in(text, 0, 2**63 - 1)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"a seed is an integer from 0 to 2**63 - 1, got {text}") from None
+
+
+def augment_count(text: str) -> int:
+    """argparse type: how many of the 8 symmetries of the unit square, 1 to 8."""
+    return int_in(text, 1, 8)
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a positive, finite number (not nan or inf)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive, finite number, got {text}")
+    return value
+
+
+def device_arg(text: str) -> torch.device:
+    """argparse type: a device this machine has (:func:`agents.inference.device.parse_device`)."""
+    from ..inference.device import parse_device
+
+    try:
+        return parse_device(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def device_name(text: str) -> str:
+    """argparse type: the name of a device this machine has, kept as given (``auto`` stays ``auto``: a
+    training checkpoint records the name, and a resumed run picks its device again)."""
+    device_arg(text)
+    return text
+
+
+def input_file(text: str) -> str:
+    """argparse type: an existing file (not a folder)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"{text} does not exist")
+    return text
+
+
+def output_file(text: str) -> str:
+    """argparse type: a file that can be written: not a folder, and not under a file; the missing folders
+    above it are created before writing (:func:`make_parent`)."""
+    path = Path(text)
+    if text.endswith(("/", os.sep)) or path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write {text}: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK):
+        raise argparse.ArgumentTypeError(f"cannot write {text}: the folder {folder} is not writable")
+    return text
+
+
+def npz_output(text: str) -> str:
+    """argparse type: an :func:`output_file` named ``*.npz`` (numpy would append the suffix otherwise)."""
+    if Path(text).suffix.lower() != ".npz":
+        raise argparse.ArgumentTypeError(f"the dataset is an .npz file: give a name ending in .npz, got {text}")
+    return output_file(text)
+
+
+def make_parent(path: str) -> None:
+    """Create the folders above an output file (checked by :func:`output_file`)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+
+
+def os_error_message(e: OSError) -> str:
+    """One line for an OS error: the path and what is wrong (``runs/x: Not a directory``)."""
+    if e.filename is None:
+        return str(e)
+    paths = f"{e.filename} -> {e.filename2}" if e.filename2 is not None else f"{e.filename}"
+    return f"{paths}: {e.strerror or e}"
+
+
+def one_line(message: str) -> str:
+    """A message on one line (some libraries' messages span several)."""
+    return " ".join(line.strip() for line in message.splitlines() if line.strip())
 
 
 def add_variant_args(parser: argparse.ArgumentParser) -> None:
@@ -56,18 +181,18 @@ def load_policy(spec: str, problem: str, num_nodes: int, device="cpu"):
 def cmd_train(args) -> int:
     from ..training.config import TrainConfig
     from ..training.distributed import init_distributed
-    from ..training.reinforce import Trainer
+    from ..training.reinforce import Trainer, TrainingDiverged
 
     if args.distributed:
         args.device = init_distributed(args.device)
     if args.resume:
-        changeable = ("epochs", "batch_size", "out_dir", "device")
+        changeable = ("epochs", "batch_size", "out_dir", "device", "max_minutes")
         fixed = [f.name for f in dataclasses.fields(TrainConfig) if f.name not in changeable
                  and getattr(args, f.name, None) is not None] + (["distance_bias"] if args.distance_bias else []) \
             + [k for k in VARIANT_OPTIONS if getattr(args, k, None) is not None]
         if fixed:
-            raise ValueError(f"--resume continues the checkpoint's settings; only --epochs, --batch-size, --out-dir "
-                             f"and --device may be changed, not {', '.join('--' + k.replace('_', '-') for k in fixed)}")
+            raise ValueError(f"--resume continues the checkpoint's settings; only --epochs, --batch-size, --out-dir, "
+                             f"--device and --max-minutes may be changed, not {', '.join('--' + k.replace('_', '-') for k in fixed)}")
         overrides = {k: getattr(args, k) for k in changeable if getattr(args, k) is not None}
         trainer = Trainer.resume(args.resume, **overrides)
     else:
@@ -80,7 +205,11 @@ def cmd_train(args) -> int:
         if args.out_dir is None:
             config = dataclasses.replace(config, out_dir=f"runs/{config.problem}{config.num_nodes}")
         trainer = Trainer(config)
-    trainer.fit(progress=not args.no_progress)
+    try:
+        trainer.fit(progress=not args.no_progress, overwrite=args.overwrite)
+    except (FileExistsError, TrainingDiverged) as e:
+        print(f"routing-gym train: error: {e}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -105,8 +234,6 @@ def cmd_eval(args) -> int:
         num_nodes = problem.size_of(instances)
         source = args.dataset
         if args.limit is not None:  # the first LIMIT instances, with their references
-            if args.limit < 1:
-                raise ValueError(f"--limit must be >= 1, got {args.limit}")
             instances = select_rows(instances, slice(None, args.limit))
             extras = {k: v[:args.limit] for k, v in extras.items()}
             source = f"the first {len(instances.locs)} instances of {args.dataset}"
@@ -147,7 +274,16 @@ def eval_real_instances(args, options) -> int:
 
     from ..inference.search import decode
 
+    if importlib.util.find_spec("vrplib") is None:
+        raise ModuleNotFoundError("reading TSPLIB / VRPLIB files needs vrplib: pip install 'routing-gym[data]' "
+                                  "(or pip install vrplib)")
     paths = [p for pattern in args.instances for p in (sorted(glob.glob(pattern)) or [pattern])]
+    for p in paths:  # all of them, before any is decoded
+        if Path(p).is_dir():
+            raise ValueError(f"--instances {p} is a folder: give .tsp / .vrp files, or a pattern such as {p}/*.vrp")
+        if not Path(p).exists():
+            raise FileNotFoundError(f"--instances {p}: no such file (and no file matches it as a pattern)")
+    table = reference_table(args.reference_table) if args.reference_table else None
     policies = {}
 
     def tours(problem_name, instance):
@@ -160,10 +296,23 @@ def eval_real_instances(args, options) -> int:
             return decode(policies[key], get_problem(problem_name), instance, args.decode, **options).tours
 
     start = time.perf_counter()
-    rows = tsplib.evaluate(paths, tours, table=args.reference_table)
+    rows = tsplib.evaluate(paths, tours, table=table)
     print(f"{args.policy} {describe_decoding(args)}: {len(rows)} instance(s) in {time.perf_counter() - start:.2f} s")
     print(tsplib.format_rows(rows))
     return 0
+
+
+def reference_table(path: str) -> dict[str, float]:
+    """``--reference-table`` read once, before any instance is decoded: its costs by name
+    (:func:`routing_gym.tsplib.read_table` refuses a value that is not a finite number > 0, as a gap
+    divides by it); a table with no costs is refused too."""
+    from routing_gym import tsplib
+
+    values = tsplib.read_table(path)
+    if not values:
+        raise ValueError(f"reference table {path} holds no costs (expected JSON {{name: cost}}, CSV name,cost "
+                         "or 'name cost' lines)")
+    return values
 
 
 def cmd_solve(args) -> int:
@@ -181,6 +330,8 @@ def cmd_solve(args) -> int:
         instances = problem.generate(args.num_instances, args.num_nodes,
                                      generator=torch.Generator().manual_seed(args.seed), **variant)
     num_nodes = problem.size_of(instances)
+    if args.save:
+        make_parent(args.save)
     out = solve(problem, instances, args.method, args.time_limit, progress=not args.no_progress, seed=args.seed,
                 workers=args.workers)
     repaired = f", {out.repaired} tour(s) repaired" if out.repaired else ""
@@ -208,11 +359,16 @@ def env_policies(specs: list[str], problem: str, num_nodes: int, seed: int) -> l
 
 
 def cmd_render(args) -> int:
-    from .visual import record
+    from .visual import check_writer, record, require_display
 
     variant = variant_of(args, get_problem(args.problem))
     if len(args.policy) > 1 and not args.compare:
         raise ValueError("several --policy values need --compare")
+    if args.out is None:
+        require_display("render without --out (a window)", "record to a file instead: --out rollout.gif")
+    else:
+        check_writer(args.out)
+        make_parent(args.out)
     policies = env_policies(args.policy, args.problem, args.num_nodes, args.seed)
     costs = record(args.problem, args.num_nodes, policies, seed=args.seed, out=args.out, **variant)
     for name, cost in costs.items():
@@ -223,10 +379,12 @@ def cmd_render(args) -> int:
 
 
 def cmd_play(args) -> int:
-    from .visual import play
+    from .visual import play, require_display
 
     from ..policies.pretrained import pretrained_path
 
+    require_display("play (a window to click in)", "on this machine, record a policy's rollout instead: "
+                    f"routing-gym render --problem {args.problem} --policy nearest --out rollout.gif")
     spec = args.opponent
     if spec is None:  # the bundled policy when one is shipped for this problem and size, else nearest
         spec = "pretrained" if pretrained_path(args.problem, args.num_nodes).is_file() else "nearest"
@@ -236,11 +394,14 @@ def cmd_play(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from .compare import compare_problem, picture, shipped_problems, table
+    from .compare import check_picture, compare_problem, picture, shipped_problems, table
 
     problems = args.problems or shipped_problems(args.num_nodes)
     if not problems:
         raise ValueError(f"no shipped model for n = {args.num_nodes}")
+    if args.out:  # before the table's work, not after it
+        check_picture(args.out)
+        make_parent(args.out)
     rows = []
     for name in problems:
         rows += compare_problem(name, args.num_nodes, args.num_instances, args.seed)
@@ -261,9 +422,10 @@ def cmd_export(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ..inference.device import DEVICE_HELP
     from ..training.baselines import BASELINES
 
-    ap = argparse.ArgumentParser(prog="routing-gym", description=__doc__)
+    ap = Parser(prog="routing-gym", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="train a policy (attention model or pointer network) with REINFORCE")
@@ -283,11 +445,18 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--eval-size", type=int)
     t.add_argument("--val-size", type=int)
     t.add_argument("--seed", type=int)
-    t.add_argument("--device")
+    t.add_argument("--device", type=device_name, help=DEVICE_HELP + " (default: auto)")
     t.add_argument("--bf16", action="store_true", default=None)
     t.add_argument("--out-dir")
-    t.add_argument("--resume", help="a trainer checkpoint (OUT_DIR/last.pt) to continue from; "
-                   "--epochs, --batch-size, --out-dir and --device may be changed, the other settings are the checkpoint's")
+    t.add_argument("--max-minutes", type=float,
+                   help="wall-clock budget of the run (training and validation); the run stops when it is spent")
+    t.add_argument("--val-dataset", help="validate on this dataset file instead of --val-size generated instances "
+                   "(with reference costs, metrics.csv also gets val_gap)")
+    t.add_argument("--resume", help="a trainer checkpoint (OUT_DIR/last.pt or best.pt) to continue from, writing "
+                   "into its folder unless --out-dir is given; --epochs, --batch-size, --out-dir, --device and "
+                   "--max-minutes may be changed, the other settings are the checkpoint's")
+    t.add_argument("--overwrite", action="store_true",
+                   help="replace the run already in --out-dir (without it, an existing run is never touched)")
     t.add_argument("--no-progress", action="store_true")
     t.add_argument("--distributed", action="store_true", help="data-parallel under torchrun (DDP)")
     t.set_defaults(func=cmd_train)
@@ -297,20 +466,22 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--num-nodes", type=int)
     add_variant_args(e)
     e.add_argument("--policy", required=True, help="checkpoint path, 'pretrained', 'nearest' or 'random'")
-    e.add_argument("--dataset", help=".npz dataset (DESIGN.md format); else --num-instances seeded instances")
-    e.add_argument("--num-instances", type=int, default=10_000)
-    e.add_argument("--limit", type=int, help="with --dataset: only its first LIMIT instances")
-    e.add_argument("--seed", type=int, default=4321,
+    e.add_argument("--dataset", type=input_file,
+                   help=".npz dataset (DESIGN.md format); else --num-instances seeded instances")
+    e.add_argument("--num-instances", type=positive_int, default=10_000)
+    e.add_argument("--limit", type=positive_int, help="with --dataset: only its first LIMIT instances")
+    e.add_argument("--seed", type=seed_int, default=4321,
                    help="seed of the generated test set (the trainer validates on seed 1234, kept apart)")
     e.add_argument("--decode", choices=("greedy", "sample", "beam", "multistart"), default="greedy",
                    help="sample = best of --samples; multistart = every start node (POMO)")
-    e.add_argument("--samples", type=int, default=1280, help="samples per instance with --decode sample")
-    e.add_argument("--beam-width", type=int, default=16)
-    e.add_argument("--augment", type=int, default=1, help="1 to 8 symmetric transforms of the unit square")
+    e.add_argument("--samples", type=positive_int, default=1280, help="samples per instance with --decode sample")
+    e.add_argument("--beam-width", type=positive_int, default=16)
+    e.add_argument("--augment", type=augment_count, default=1, help="1 to 8 symmetric transforms of the unit square")
     e.add_argument("--instances", nargs="+", help="TSPLIB .tsp / VRPLIB .vrp files: prints a table with gaps")
-    e.add_argument("--reference-table", help="with --instances: optimal/best-known costs by name (JSON, CSV, 'name value')")
-    e.add_argument("--batch-size", type=int, default=1000)
-    e.add_argument("--device", default="cpu")
+    e.add_argument("--reference-table", type=input_file,
+                   help="with --instances: optimal/best-known costs by name (JSON, CSV, 'name value')")
+    e.add_argument("--batch-size", type=positive_int, default=1000, help="rows decoded at a time")
+    e.add_argument("--device", type=device_arg, default="cpu", help=DEVICE_HELP)
     e.set_defaults(func=cmd_eval)
 
     v = sub.add_parser("solve", help="reference solutions (Held-Karp, LKH, OR-Tools, PyVRP); --save labels a dataset")
@@ -318,12 +489,12 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--method", choices=("exact", "lkh", "ortools", "pyvrp"), required=True)
     v.add_argument("--num-nodes", type=int)
     add_variant_args(v)
-    v.add_argument("--dataset", help=".npz dataset to solve; else --num-instances seeded instances")
-    v.add_argument("--num-instances", type=int, default=1000)
-    v.add_argument("--seed", type=int, default=4321)
-    v.add_argument("--time-limit", type=float, default=1.0, help="seconds per instance (exact ignores it)")
-    v.add_argument("--workers", type=int, default=1, help="solver processes")
-    v.add_argument("--save", help="write the instances with ref_cost and ref_tours to this .npz")
+    v.add_argument("--dataset", type=input_file, help=".npz dataset to solve; else --num-instances seeded instances")
+    v.add_argument("--num-instances", type=positive_int, default=1000)
+    v.add_argument("--seed", type=seed_int, default=4321)
+    v.add_argument("--time-limit", type=positive_float, default=1.0, help="seconds per instance (exact ignores it)")
+    v.add_argument("--workers", type=positive_int, default=1, help="solver processes")
+    v.add_argument("--save", type=npz_output, help="write the instances with ref_cost and ref_tours to this .npz")
     v.add_argument("--no-progress", action="store_true")
     v.set_defaults(func=cmd_solve)
 
@@ -333,39 +504,48 @@ def build_parser() -> argparse.ArgumentParser:
     add_variant_args(r)
     r.add_argument("--policy", action="append", required=True, help="random, nearest or a checkpoint (repeatable)")
     r.add_argument("--compare", action="store_true")
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--out", help="rollout.gif or .mp4; without it a window opens")
+    r.add_argument("--seed", type=seed_int, default=0)
+    r.add_argument("--out", type=output_file, help="rollout.gif or .mp4; without it a window opens (needs a display)")
     r.set_defaults(func=cmd_render)
 
     c = sub.add_parser("compare", help="the shipped models against the heuristics: a table and a picture")
     c.add_argument("--problems", nargs="+", choices=PROBLEM_CHOICES, help="default: every problem with a shipped model")
-    c.add_argument("--num-nodes", type=int, default=20)
-    c.add_argument("--num-instances", type=int, default=1000)
-    c.add_argument("--seed", type=int, default=4321, help="seed of the test set (the trainer never draws it)")
-    c.add_argument("--out", help="save the picture here (.png); none without it")
+    c.add_argument("--num-nodes", type=positive_int, default=20)
+    c.add_argument("--num-instances", type=positive_int, default=1000)
+    c.add_argument("--seed", type=seed_int, default=4321, help="seed of the test set (the trainer never draws it)")
+    c.add_argument("--out", type=output_file, help="save the picture here (.png, needs Pillow); none without it")
     c.set_defaults(func=cmd_compare)
 
     x = sub.add_parser("export", help="write a trainer checkpoint's policy as a small policy file")
-    x.add_argument("--checkpoint", required=True, help="a trainer checkpoint (OUT_DIR/last.pt)")
-    x.add_argument("--out", required=True, help="e.g. agents/weights/tsp20.pt")
+    x.add_argument("--checkpoint", type=input_file, required=True, help="a trainer checkpoint (OUT_DIR/last.pt)")
+    x.add_argument("--out", type=output_file, required=True, help="e.g. agents/weights/tsp20.pt")
     x.set_defaults(func=cmd_export)
 
     p = sub.add_parser("play", help="build a tour by clicking, then compare with a policy")
     p.add_argument("--problem", choices=PROBLEM_CHOICES, default="tsp")
     p.add_argument("--num-nodes", type=int, default=20)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--opponent", help="policy to compare with (default: the shipped model, else nearest)")
     p.set_defaults(func=cmd_play)
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run one subcommand; a mistake (a rejected argument, a bad value or file, a path that cannot be
+    written, a missing optional package, no display) is one line on stderr and exit code 2."""
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as e:
+        print(one_line(str(e)), file=sys.stderr)
+        return 2
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"routing-gym {args.command}: error: {e}", file=sys.stderr)
-        return 2
+    except (ValueError, ImportError) as e:
+        message = str(e)
+    except OSError as e:
+        message = os_error_message(e)
+    print(f"routing-gym {args.command}: error: {one_line(message)}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

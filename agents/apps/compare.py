@@ -10,6 +10,7 @@ table's) on the same instance, side by side, rendered by the env's own pygame re
 """
 from __future__ import annotations
 
+import importlib.util
 import time
 from pathlib import Path
 
@@ -40,6 +41,8 @@ def shipped_problems(num_nodes: int) -> list[str]:
 
 def compare_problem(problem_name: str, num_nodes: int, num_instances: int, seed: int) -> list[dict]:
     """Rows (method, mean cost, gap to the best row per instance in %, seconds) for one problem."""
+    if isinstance(num_instances, bool) or not isinstance(num_instances, int) or num_instances < 1:
+        raise ValueError(f"num_instances must be a positive integer, got {num_instances!r}")
     problem = get_problem(problem_name)
     instances = problem.generate(num_instances, num_nodes, generator=torch.Generator().manual_seed(seed))
     policy = load_pretrained(problem_name, num_nodes)
@@ -73,9 +76,25 @@ def table(rows: list[dict], num_nodes: int, num_instances: int, seed: int) -> st
     return "\n".join(lines)
 
 
+def check_picture(out: str | Path) -> None:
+    """What :func:`picture` needs to write ``out``, checked before any work: Pillow and pygame installed
+    (``ModuleNotFoundError`` with the pip command), an image format Pillow writes (``ValueError``)."""
+    for module, package in (("PIL", "pillow"), ("pygame", "pygame")):
+        if importlib.util.find_spec(module) is None:
+            raise ModuleNotFoundError(f"the picture needs {package}: pip install {package}")
+    from PIL import Image
+
+    Image.init()
+    suffix = Path(out).suffix.lower()
+    if Image.registered_extensions().get(suffix) not in Image.SAVE:
+        raise ValueError(f"cannot write a picture to {out}: {'no' if not suffix else 'unknown'} image file "
+                         f"extension{f' {suffix!r}' if suffix else ''} (use .png)")
+
+
 def picture(problems: list[str], num_nodes: int, seed: int, out: str | Path, size: int = 360) -> None:
     """One row per problem: the shipped model's and nearest neighbour's solution of the instance of
     ``seed``, with their costs; saved as a PNG (Pillow)."""
+    check_picture(out)
     from PIL import Image
 
     from routing_gym.render import side_by_side

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -138,7 +139,7 @@ def record(problem_name: str, num_nodes: int, policies: list, seed: int, out: st
     if not policies:
         raise ValueError("record needs at least one policy")
     if out is not None:
-        _check_writer(str(out))
+        check_writer(str(out))
     names, runs = [], []
     for i, policy in enumerate(policies):
         name = policy_name(policy, i)
@@ -161,8 +162,35 @@ def record(problem_name: str, num_nodes: int, policies: list, seed: int, out: st
     return {name: run.costs[-1] for name, run in zip(names, runs)}
 
 
+# -- windows ---------------------------------------------------------------------------------------------
+HEADLESS_DRIVERS = ("dummy", "offscreen")  # SDL video drivers that open no window
+
+
+class DisplayUnavailable(OSError):
+    """A window was asked for where there is no display to open it on."""
+
+
+def display_problem() -> str | None:
+    """Why no window can be opened here (``SDL_VIDEODRIVER`` set to a headless driver, or on Linux
+    neither ``DISPLAY`` nor ``WAYLAND_DISPLAY`` set with no other driver chosen), or None if one can."""
+    driver = os.environ.get("SDL_VIDEODRIVER", "").strip().lower()
+    if driver in HEADLESS_DRIVERS:
+        return f"SDL_VIDEODRIVER is {driver!r}"
+    if sys.platform.startswith("linux") and driver in ("", "x11", "wayland") \
+            and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        return "neither DISPLAY nor WAYLAND_DISPLAY is set"
+    return None
+
+
+def require_display(what: str, hint: str) -> None:
+    """``DisplayUnavailable`` saying that ``what`` needs a window, why there is none, and ``hint``."""
+    why = display_problem()
+    if why is not None:
+        raise DisplayUnavailable(f"{what} needs a display, and there is none ({why}); {hint}")
+
+
 # -- output ----------------------------------------------------------------------------------------------
-def _check_writer(path: str) -> str:
+def check_writer(path: str) -> str:
     """The library that will write ``path`` (``"pillow"``, ``"imageio"`` or ``"imageio-ffmpeg"``), or an
     error saying what to install."""
     ext = os.path.splitext(path)[1].lower()
@@ -181,7 +209,7 @@ def _check_writer(path: str) -> str:
 def write_video(frames: list[np.ndarray], path: str, fps: int = 4) -> str:
     """Write (H, W, 3) uint8 frames to ``path`` (.gif or .mp4), one image per frame, the last held for
     ``FINAL_HOLD_S`` seconds; returns the path."""
-    lib = _check_writer(path)
+    lib = check_writer(path)
     step_ms = round(1000 / fps)
     hold_ms = max(step_ms, round(FINAL_HOLD_S * 1000))
     if lib == "pillow":

@@ -66,7 +66,7 @@ def make_env(problem: str, num_nodes: int, batch_size: int, device: Any = "cpu",
 
 
 def rollout(policy: Policy, env, instances, *, strategy: str = "greedy", generator: torch.Generator | None = None,
-            first_actions: Tensor | None = None, deferred_end: bool | None = None) -> Rollout:
+            first_actions: Tensor | None = None, deferred_end: bool | None = None, repeats: int = 1) -> Rollout:
     """Decode one episode for each of the env's B instances.
 
     Args:
@@ -80,13 +80,22 @@ def rollout(policy: Policy, env, instances, *, strategy: str = "greedy", generat
             chooses); forced actions' log-probabilities are not counted in ``log_likelihood``.
         deferred_end: how the loop learns that every episode has ended (:class:`EndWatch`): ``None``
             (default) reads it without waiting for the device on CUDA and at once on the CPU.
+        repeats: the instances come in runs of ``repeats`` equal rows (POMO's starts of one instance):
+            the policy encodes each instance once and shares the encoding within its run.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     env = env.unwrapped if hasattr(env, "unwrapped") else env
     obs, _ = env.reset(options={"instances": instances})
-    cache = policy.precompute(obs)
     b = env.num_envs
+    if repeats > 1:
+        if b % repeats:
+            raise ValueError(f"{b} sub-envs are not runs of {repeats} equal instances")
+        unique = torch.arange(0, b, repeats, device=env.device)
+        shared = torch.arange(b // repeats, device=env.device).repeat_interleave(repeats)
+        cache = select_rows(policy.precompute(select_rows(obs, unique)), shared)
+    else:
+        cache = policy.precompute(obs)
     cost = torch.zeros(b, device=env.device)
     log_likelihood = torch.zeros(b, device=env.device)
     actions = []
@@ -146,6 +155,8 @@ def evaluate(policy: Policy, problem: str, instances, *, batch_size: int = 1000,
              device: Any = "cpu", generator: torch.Generator | None = None, **variant: Any) -> Tensor:
     """Costs (B,) of a policy on a batch of instances (an ``Instance`` of tensors), in chunks. A network
     is evaluated in evaluation mode (batch-norm running statistics) and its mode restored after."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     total = instances.locs.shape[0]
     num_nodes = get_problem(problem).size_of(instances)
     was_training = getattr(policy, "training", False)

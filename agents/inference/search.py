@@ -66,6 +66,12 @@ class Copies(NamedTuple):
     first: Tensor  # (C,) int64 node or -1
 
 
+def check_batch_size(batch_size: int) -> None:
+    """``ValueError`` unless ``batch_size`` (rows decoded at a time) is a positive integer."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+
+
 # -- the engine: best of many rollouts ------------------------------------------------------------
 @torch.no_grad()
 def best_of_copies(policy: Policy, problem, instances, copies: Copies, *, strategy: str = "greedy",
@@ -77,6 +83,7 @@ def best_of_copies(policy: Policy, problem, instances, copies: Copies, *, strate
     is masked at the start (an OP customer out of reach) count as infeasible. With transforms, each
     tour is re-costed (and re-validated) on the original instance.
     """
+    check_batch_size(batch_size)
     dev = instances.locs.device
     b, n_total = instances.locs.shape[:2]
     c = copies.transform.shape[0]
@@ -184,6 +191,7 @@ def beam_search(policy: Policy, problem, instances, beam_width: int, *, augment:
     problem = get_problem(problem) if isinstance(problem, str) else problem
     if beam_width < 1:
         raise ValueError(f"beam_width must be >= 1, got {beam_width}")
+    check_batch_size(batch_size)
     dev = instances.locs.device
     b, n_total = instances.locs.shape[:2]
     max_steps = int(problem.bounds(n_total)["step"][2])

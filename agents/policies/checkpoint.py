@@ -7,6 +7,7 @@ saving never leaves a half-written checkpoint.
 """
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,22 @@ VERSION = 1
 
 
 def save_checkpoint(path: str | os.PathLike, *, kind: str, payload: dict[str, Any]) -> None:
+    """Write a checkpoint atomically (see the module docstring); its folder is created if missing.
+
+    Raises:
+        OSError: ``path`` is a folder, or it cannot be written (naming the path); no temporary file is left.
+    """
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a folder; give a file name for the checkpoint", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    torch.save({"format": FORMAT, "version": VERSION, "kind": kind, **payload}, tmp)
-    os.replace(tmp, path)
+    try:
+        torch.save({"format": FORMAT, "version": VERSION, "kind": kind, **payload}, tmp)
+        os.replace(tmp, path)
+    except BaseException:  # a failed or interrupted write leaves no temporary file behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def load_checkpoint(path: str | os.PathLike, *, kind: str | None = None, map_location: Any = "cpu") -> dict:

@@ -92,7 +92,8 @@ def solve(problem, instances, method: str, time_limit: float = 1.0, *, progress:
 
     Raises:
         ValueError: an unknown method, a problem no solver handles (SDVRP, SPCTSP) or the method does not
-            handle, or its package missing (the message names the pip extra).
+            handle, or its package missing (the message names the pip extra); a time limit that is not a
+            positive finite number, fewer than one worker, or no instances.
     """
     problem = get_problem(problem)
     if method not in SUPPORTED:
@@ -103,6 +104,13 @@ def solve(problem, instances, method: str, time_limit: float = 1.0, *, progress:
                          f"(agents.references.heuristics) instead")
     if problem.name not in SUPPORTED[method]:
         raise ValueError(f"method {method!r} does not solve {problem.name}; it handles {SUPPORTED[method]}")
+    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not math.isfinite(time_limit) \
+            or time_limit <= 0:
+        raise ValueError(f"time_limit must be a positive, finite number of seconds, got {time_limit!r}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    if len(instances.locs) == 0:
+        raise ValueError("no instances to solve (the batch is empty)")
     if not available(method):
         raise ValueError(f"method {method!r} needs the package {PACKAGES[method]!r}: "
                          f"pip install 'routing-gym[solvers]' (or pip install {PACKAGES[method]})")

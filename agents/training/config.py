@@ -3,8 +3,9 @@ the checkpoint's ``config`` entry, so renaming one breaks resuming; :meth:`Train
 older layouts)."""
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from routing_gym.problems import get_problem
@@ -73,12 +74,33 @@ class TrainConfig:
     """Overrides of the policy's config fields
     (:class:`~agents.policies.attention_model.AttentionModelConfig`, e.g. ``{"n_layers": 2}``, or
     :class:`~agents.policies.pointer_network.PointerNetworkConfig`)."""
+    max_minutes: float | None = None
+    """Wall-clock budget of the run in minutes (training, baseline tests and validation, summed over
+    resumes), or None for none. The epoch in which it runs out stops early, is validated and saved, and
+    the run ends: equal budgets compare recipes fairly."""
+    val_dataset: str | None = None
+    """A dataset file (``routing_gym.data`` format) to validate on instead of ``val_size`` generated
+    instances; when it holds reference costs (``ref_cost``) the metrics also record ``val_gap``, the mean
+    of (cost - reference) / |reference|."""
 
     def __post_init__(self):
         problem = get_problem(self.problem)  # ValueError for an unknown problem
         if self.baseline not in BASELINES:
             raise ValueError(f"baseline must be one of {tuple(BASELINES)}, got {self.baseline!r}")
         self.variant = problem.check_variant(self.variant)
+        problem.check_num_nodes(self.num_nodes)
+        for name in ("epochs", "epoch_size", "batch_size", "eval_size", "val_size", "eval_batch_size"):
+            _require(name, getattr(self, name), int, "a positive integer", lambda v: v >= 1)
+        for name in ("seed", "val_seed", "warmup_epochs"):
+            _require(name, getattr(self, name), int, "an integer >= 0", lambda v: v >= 0)
+        for name in ("lr", "critic_lr", "max_grad_norm", "lr_decay"):
+            _require(name, getattr(self, name), float, "a finite number > 0", lambda v: 0 < v < math.inf)
+        _require("exp_beta", self.exp_beta, float, "a number in [0, 1)", lambda v: 0 <= v < 1)
+        _require("bl_alpha", self.bl_alpha, float, "a number in (0, 1)", lambda v: 0 < v < 1)
+        if self.max_minutes is not None:
+            _require("max_minutes", self.max_minutes, float, "a finite number > 0 (or None)", lambda v: 0 < v < math.inf)
+        if not isinstance(self.bf16, bool):
+            raise ValueError(f"bf16 must be True or False, got {self.bf16!r}")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "TrainConfig":
@@ -90,4 +112,14 @@ class TrainConfig:
             prize_type = data.pop("prize_type")
             if "prize_type" in get_problem(data.get("problem", cls.problem)).variants:
                 data["variant"] = {"prize_type": prize_type, **data.get("variant", {})}
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown training setting(s) {unknown} (written by a newer version?)")
         return cls(**data)
+
+
+def _require(name: str, value: Any, kind: type, what: str, ok) -> None:
+    """``ValueError`` unless ``value`` is of ``kind`` (an int for ``float`` too; never a bool) and ``ok``."""
+    kinds = (int, float) if kind is float else (kind,)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not ok(value):
+        raise ValueError(f"{name} must be {what}, got {value!r}")

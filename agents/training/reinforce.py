@@ -8,6 +8,13 @@ policy out by sampling, take the baseline's values of the sampled costs (no grad
 rollout baseline's t-test), a greedy validation on a fixed seeded set, and a checkpoint from which
 ``--resume`` continues exactly.
 
+Nothing is lost (:meth:`Trainer.fit`): a run never writes into a folder that holds another run (continue
+it with :meth:`Trainer.resume`, or pass ``overwrite=True``); the checkpoint holds the metrics history,
+and ``metrics.csv`` is rewritten from it (whole, atomically) after every checkpoint and on resume, so
+after a kill at any instant the resumed run's files agree with its checkpoint, with no row lost or
+repeated; ``best.pt`` keeps the checkpoint of the best validation; a non-finite gradient or weight stops
+the run (:class:`TrainingDiverged`) before anything of the failing epoch is written.
+
 The baselines (``TrainConfig.baseline``: ``rollout``, ``exponential``, ``pomo``, ``critic``) are the
 classes of :mod:`agents.training.baselines`; the trainer knows them only through their interface, and the
 checkpoint holds ``baseline.state_dict()`` as its ``baseline`` entry.
@@ -18,6 +25,7 @@ import csv
 import dataclasses
 import math
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -27,8 +35,10 @@ from torch import Tensor, nn
 from torch import distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from routing_gym.data import load_dataset
 from routing_gym.problems import get_problem
 
+from ..inference.device import parse_device
 from ..inference.rollout import evaluate, make_env, rollout
 from ..policies.checkpoint import load_checkpoint, save_checkpoint
 from ..policies.protocol import select_rows
@@ -38,17 +48,11 @@ from .config import TrainConfig
 from .distributed import gather_costs, world
 RANK_SEED_STRIDE = 1_000_003  # rank r draws training instances and samples from seed + r * stride
 EVAL_SEED_OFFSET = 7_777_777  # the baseline's evaluation sets come from a stream shared by all ranks
+RUN_FILES = ("last.pt", "best.pt", "metrics.csv")  # a run's record in cfg.out_dir (and its "tb" events)
 
 
-def training_device(name: str) -> torch.device:
-    """The device of ``TrainConfig.device``: ``"auto"`` is CUDA when available, else the CPU; any other
-    name is taken as is, and CUDA asked for where there is none is a ``ValueError``."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(name)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {name!r} asked for, but CUDA is not available")
-    return dev
+class TrainingDiverged(ArithmeticError):
+    """A non-finite gradient or weight: the run stopped, and nothing of the failing epoch was saved."""
 
 
 class SampledRollout(nn.Module):
@@ -58,8 +62,10 @@ class SampledRollout(nn.Module):
         super().__init__()
         self.policy = policy
 
-    def forward(self, env, instances, generator: torch.Generator, first_actions: Tensor | None = None):
-        out = rollout(self.policy, env, instances, strategy="sample", generator=generator, first_actions=first_actions)
+    def forward(self, env, instances, generator: torch.Generator, first_actions: Tensor | None = None,
+                repeats: int = 1):
+        out = rollout(self.policy, env, instances, strategy="sample", generator=generator, first_actions=first_actions,
+                      repeats=repeats)
         return out.cost, out.log_likelihood
 
 
@@ -79,15 +85,16 @@ class Trainer:
 
     def __init__(self, config: TrainConfig, policy: nn.Module | None = None, *, init_baseline: bool = True):
         self.cfg = config
-        self.device = training_device(config.device)
+        self.device = parse_device(config.device)
         self.problem = get_problem(config.problem)
         if policy is None:
             with torch.random.fork_rng(devices=[]):  # seeded initial weights, global RNG left as it was
                 torch.manual_seed(config.seed)
                 policy = build_policy(config.policy, dict(config.model, problem=config.problem))
         self.rank, self.world_size = world()
+        self.val_set, self.val_ref = self._validation_set()
         for name, size in (("batch_size", config.batch_size), ("eval_size", config.eval_size),
-                           ("val_size", config.val_size)):
+                           ("validation set", self.val_set.locs.shape[0])):
             if size % self.world_size:
                 raise ValueError(f"{name} {size} is not divisible by the world size {self.world_size}")
         self.local_batch = config.batch_size // self.world_size
@@ -102,14 +109,29 @@ class Trainer:
         self.eval_generator = torch.Generator(device=self.device).manual_seed(config.seed + EVAL_SEED_OFFSET)
         self.epoch = 0
         self.instances_seen = 0
-        self.val_set = self.problem.generate(config.val_size, config.num_nodes, device=self.device,
-                                             generator=torch.Generator(device=self.device).manual_seed(config.val_seed),
-                                             **config.variant)
+        self.elapsed_s = 0.0  # wall-clock of the epochs done (training, baseline tests, validation)
+        self.history: list[dict] = []  # the metrics rows of the epochs done
+        self.best_val = math.inf
+        self.run_dir: Path | None = None  # the folder this trainer's run is in (set by resume and fit)
         self.baseline = BASELINES[config.baseline](self)
         rollouts = self.local_batch * self.baseline.rollouts_per_instance
         self.env = make_env(config.problem, config.num_nodes, rollouts, self.device, **config.variant)
         if init_baseline:
             self.baseline.initialize()
+
+    def _validation_set(self) -> tuple[Any, Tensor | None]:
+        """The fixed validation instances and their reference costs (None when unknown)."""
+        cfg = self.cfg
+        if cfg.val_dataset is None:
+            generator = torch.Generator(device=self.device).manual_seed(cfg.val_seed)
+            return self.problem.generate(cfg.val_size, cfg.num_nodes, device=self.device, generator=generator,
+                                         **cfg.variant), None
+        instances, extras = load_dataset(cfg.val_dataset, cfg.problem, device=self.device)
+        if self.problem.size_of(instances) != cfg.num_nodes:
+            raise ValueError(f"validation dataset {cfg.val_dataset} has instances of size "
+                             f"{self.problem.size_of(instances)}, the run trains size {cfg.num_nodes}")
+        ref = extras.get("ref_cost")
+        return instances, None if ref is None else torch.as_tensor(ref, dtype=torch.float32, device=self.device)
 
     # -- services of the baselines -----------------------------------------------------------------
     def greedy_costs(self, policy, instances, *, sharded: bool = False) -> Tensor:
@@ -131,66 +153,124 @@ class Trainer:
 
     # -- training ----------------------------------------------------------------------------------
     def train_batch(self) -> tuple[float, float]:
-        """One gradient step on a fresh batch; returns (mean sampled cost, gradient norm)."""
+        """One gradient step on a fresh batch; returns (mean sampled cost, gradient norm).
+
+        Raises:
+            TrainingDiverged: the loss or the gradient is not finite (the weights are left as they were).
+        """
         cfg = self.cfg
         instances = self.problem.generate(self.local_batch, cfg.num_nodes, generator=self.generator, **cfg.variant)
         rollouts, first_actions = self.baseline.prepare(instances)
         self.policy.train()
         with self.autocast():
-            cost, log_likelihood = self.sampler(self.env, rollouts, self.generator, first_actions)
+            try:
+                cost, log_likelihood = self.sampler(self.env, rollouts, self.generator, first_actions,
+                                                    self.baseline.rollouts_per_instance)
+            except RuntimeError as e:  # sampling from non-finite probabilities (overflowing weights)
+                if isinstance(e, torch.OutOfMemoryError):
+                    raise
+                raise TrainingDiverged(f"the sampled rollout failed ({e})") from e
         bl = self.baseline.values(instances, cost.detach())
         loss = ((cost - bl).detach() * log_likelihood).mean()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
+        grad_norm, loss = (float(v) for v in torch.stack([grad_norm, loss.detach().float()]))  # one host sync
+        if not (math.isfinite(grad_norm) and math.isfinite(loss)):  # grad_norm is the same on every rank
+            raise TrainingDiverged(f"the loss is {loss} and the gradient norm {grad_norm} (learning rate "
+                                   f"{self.optimizer.param_groups[0]['lr']:g})")
         self.optimizer.step()
         self.instances_seen += cfg.batch_size
-        return float(gather_costs(cost.mean()[None]).mean()), float(grad_norm)
+        return float(gather_costs(cost.mean()[None]).mean()), grad_norm
 
-    def train_epoch(self, progress: bool = True) -> dict:
+    def _finite_weights(self) -> bool:
+        return all(bool(torch.isfinite(p).all()) for p in self.policy.parameters())
+
+    def train_epoch(self, progress: bool = True, deadline: float = math.inf) -> dict:
+        """One epoch (cut short at ``deadline``, a ``time.perf_counter()`` value, after at least one
+        batch), the baseline's epoch end and the validation; returns the epoch's metrics row."""
         cfg = self.cfg
         steps = math.ceil(cfg.epoch_size / cfg.batch_size)
         start = time.perf_counter()
         costs = []
         bar = _progress(steps, f"epoch {self.epoch}", progress and self.rank == 0)
         for i in range(steps):
-            cost, _ = self.train_batch()
+            try:
+                cost, _ = self.train_batch()
+            except TrainingDiverged as e:
+                raise TrainingDiverged(f"training diverged at epoch {self.epoch}, batch {i}: {e}") from None
             costs.append(cost)
             if bar is not None:
                 rate = (i + 1) * cfg.batch_size / (time.perf_counter() - start)
                 bar.set_postfix(cost=f"{cost:.4f}", inst_s=f"{rate:.0f}")
                 bar.update()
+            if time.perf_counter() >= deadline:
+                break
         if bar is not None:
             bar.close()
         train_time = time.perf_counter() - start
+        if not self._finite_weights():
+            raise TrainingDiverged(f"training diverged at epoch {self.epoch}: the weights are not finite")
         row = {"epoch": self.epoch, "instances_seen": self.instances_seen, "train_cost": sum(costs) / len(costs),
                "lr": self.optimizer.param_groups[0]["lr"], "batch_size": cfg.batch_size, "train_time_s": train_time,
-               "instances_per_s": steps * cfg.batch_size / train_time}
+               "instances_per_s": len(costs) * cfg.batch_size / train_time}
         row.update(self.baseline.epoch_end())
-        row["val_cost"] = float(self.greedy_costs(self.policy, self.val_set, sharded=True).mean())
+        val = self.greedy_costs(self.policy, self.val_set, sharded=True)
+        row["val_cost"] = float(val.mean())
+        if self.val_ref is not None:
+            row["val_gap"] = float(((val - self.val_ref) / self.val_ref.abs()).mean())
+        self.elapsed_s += time.perf_counter() - start
+        row["elapsed_s"] = self.elapsed_s
         self.scheduler.step()
         self.epoch += 1
         return row
 
-    def fit(self, progress: bool = True, log: bool = True) -> list[dict]:
-        """Train until ``cfg.epochs``; after each epoch rank 0 writes a checkpoint and the metrics."""
-        out = Path(self.cfg.out_dir)
+    def fit(self, progress: bool = True, log: bool = True, overwrite: bool = False) -> list[dict]:
+        """Train until ``cfg.epochs`` (or ``cfg.max_minutes``); after each epoch rank 0 writes ``best.pt``
+        (when the validation improved), ``last.pt`` and ``metrics.csv``, in that order.
+
+        Raises:
+            FileExistsError: ``cfg.out_dir`` holds another run (one this trainer was not resumed from)
+                and ``overwrite`` is False; with ``overwrite`` its run files are deleted first.
+            ValueError: nothing is left to do (``epochs`` or ``max_minutes`` already reached).
+            TrainingDiverged: a non-finite gradient or weight; the checkpoints keep the last good epoch.
+        """
+        cfg = self.cfg
+        out = Path(cfg.out_dir)
         lead = self.rank == 0
         if lead:
-            out.mkdir(parents=True, exist_ok=True)
-        writer = _tensorboard(out) if log and lead else None
+            self._claim(out, overwrite)
+            if self.history:  # a resumed run: the rows of its checkpoint, none lost or repeated
+                _write_csv(out / "metrics.csv", self.history)
+        if self.epoch >= cfg.epochs:
+            raise ValueError(f"the run is at epoch {self.epoch} already: ask for more epochs (--epochs > {self.epoch})")
+        budget = math.inf if cfg.max_minutes is None else cfg.max_minutes * 60 - self.elapsed_s
+        if budget <= 0:
+            raise ValueError(f"the run has spent its budget of {cfg.max_minutes:g} minutes: raise --max-minutes")
+        writer = _tensorboard(out, purge_step=self.epoch) if log and lead else None
         rows = []
         if log and lead:
-            print(f"training {self.cfg.problem}-{self.cfg.num_nodes} on {_describe(self.device)}"
-                  f"{f' x {self.world_size} ranks' if self.world_size > 1 else ''} from epoch {self.epoch}")
-        while self.epoch < self.cfg.epochs:
-            row = self.train_epoch(progress=progress)
+            print(f"training {cfg.problem}-{cfg.num_nodes} on {_describe(self.device)}"
+                  f"{f' x {self.world_size} ranks' if self.world_size > 1 else ''} from epoch {self.epoch}, "
+                  f"writing to {out}/ (last.pt, best.pt, metrics.csv)")
+        deadline = time.perf_counter() + budget
+        while self.epoch < cfg.epochs and time.perf_counter() < deadline:
+            try:
+                row = self.train_epoch(progress=progress, deadline=deadline)
+            except TrainingDiverged as e:
+                saved = f"{out / 'last.pt'} keeps epoch {self.epoch - 1}" if self.history else "nothing was saved"
+                raise TrainingDiverged(f"{e}; {saved}. Lower the learning rate, or resume from best.pt") from None
             rows.append(row)
+            self.history.append(row)
+            improved = row["val_cost"] < self.best_val
+            self.best_val = min(self.best_val, row["val_cost"])
             state = self.state_dict()  # every rank takes part (the RNG states are gathered)
             if not lead:
                 continue
+            if improved:
+                save_checkpoint(out / "best.pt", kind="trainer", payload=state)
             save_checkpoint(out / "last.pt", kind="trainer", payload=state)
-            _append_csv(out / "metrics.csv", row)
+            _write_csv(out / "metrics.csv", self.history)
             if writer is not None:
                 for key, value in row.items():
                     if key != "epoch":
@@ -199,6 +279,24 @@ class Trainer:
             if log:
                 print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
         return rows
+
+    def _claim(self, out: Path, overwrite: bool) -> None:
+        """Make ``out`` this run's folder: refuse one that holds another run unless ``overwrite``."""
+        if out.exists() and not out.is_dir():
+            raise FileExistsError(f"output folder {out} is a file")
+        ours = self.run_dir is not None and self.run_dir.resolve() == out.resolve()
+        found = [name for name in RUN_FILES if (out / name).exists()]
+        if found and not ours:
+            if not overwrite:
+                latest = out / ("last.pt" if "last.pt" in found else "best.pt")
+                resume = f"continue it with --resume {latest}, " if latest.name in found else ""
+                raise FileExistsError(f"{out} already holds a training run ({', '.join(found)}): {resume}replace "
+                                      f"it with --overwrite, or choose another --out-dir")
+            for name in found:
+                (out / name).unlink()
+            shutil.rmtree(out / "tb", ignore_errors=True)
+        out.mkdir(parents=True, exist_ok=True)
+        self.run_dir = out
 
     # -- checkpoints -------------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -213,6 +311,9 @@ class Trainer:
             "world_size": self.world_size,
             "epoch": self.epoch,
             "instances_seen": self.instances_seen,
+            "elapsed_s": self.elapsed_s,
+            "best_val": self.best_val,
+            "history": [dict(row) for row in self.history],
         }
 
     def _gather_generator_states(self) -> list[Tensor]:
@@ -234,13 +335,33 @@ class Trainer:
 
     @classmethod
     def resume(cls, path: str | os.PathLike, **overrides: Any) -> "Trainer":
-        """A trainer restored from a checkpoint, continuing at the next epoch (``overrides`` change
-        config fields such as ``epochs`` or ``out_dir``)."""
+        """A trainer restored from a checkpoint, continuing at the next epoch. ``overrides`` change config
+        fields such as ``epochs`` or ``out_dir``; the output folder is the checkpoint's own folder unless
+        ``out_dir`` is given (the folder recorded in the checkpoint is never used: a checkpoint copied
+        from elsewhere does not choose where this run writes).
+
+        Raises:
+            FileNotFoundError / ValueError naming the file and what is missing or malformed.
+        """
+        path = Path(path)
         ckpt = load_checkpoint(path, kind="trainer")
-        if overrides.get("problem", ckpt["config"]["problem"]) != ckpt["config"]["problem"]:
-            raise ValueError(f"checkpoint {path} trains {ckpt['config']['problem']!r}, not {overrides['problem']!r}")
-        config = dataclasses.replace(TrainConfig.from_dict(ckpt["config"]), **overrides)
-        policy = build_policy(config.policy, ckpt["model_config"])
+        missing = [k for k in ("config", "model_config", "model", "optimizer", "scheduler", "generators",
+                               "world_size", "epoch", "instances_seen") if k not in ckpt]
+        if missing:
+            raise ValueError(f"checkpoint {path} lacks {', '.join(missing)}: not a complete trainer checkpoint")
+        if not isinstance(ckpt["config"], dict):
+            raise ValueError(f"checkpoint {path}: its config is not a dict")
+        if overrides.get("problem", ckpt["config"].get("problem")) != ckpt["config"].get("problem"):
+            raise ValueError(f"checkpoint {path} trains {ckpt['config'].get('problem')!r}, not {overrides['problem']!r}")
+        try:
+            config = dataclasses.replace(TrainConfig.from_dict(ckpt["config"]),
+                                         **{"out_dir": str(path.parent), **overrides})
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"checkpoint {path}: bad training settings: {e}") from None
+        try:
+            policy = build_policy(config.policy, ckpt["model_config"])
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"checkpoint {path}: bad model settings: {e}") from None
         trainer = cls(config, policy=policy, init_baseline=False)
         try:
             trainer.policy.load_state_dict(ckpt["model"])
@@ -248,15 +369,26 @@ class Trainer:
             trainer.scheduler.load_state_dict(ckpt["scheduler"])
             baseline_state = ckpt["baseline"] if "baseline" in ckpt else legacy_baseline_state(ckpt)
             trainer.baseline.load_state_dict(baseline_state)
-        except (RuntimeError, KeyError, ValueError) as e:
+        except (RuntimeError, KeyError, ValueError, TypeError) as e:
             raise ValueError(f"checkpoint {path} does not match the model it describes: {e}") from None
         if ckpt["world_size"] != trainer.world_size:
             raise ValueError(f"checkpoint {path} was written by {ckpt['world_size']} rank(s); resume it with as "
                              f"many (this run has {trainer.world_size})")
-        trainer.generator.set_state(ckpt["generators"][trainer.rank])
-        trainer.eval_generator.set_state(ckpt["generators"][-1])
-        trainer.epoch = ckpt["epoch"]
-        trainer.instances_seen = ckpt["instances_seen"]
+        generators = ckpt["generators"]
+        try:
+            if not isinstance(generators, list) or len(generators) != trainer.world_size + 1:
+                raise ValueError(f"expected {trainer.world_size + 1} generator states")
+            trainer.generator.set_state(generators[trainer.rank])
+            trainer.eval_generator.set_state(generators[-1])
+        except (RuntimeError, TypeError, ValueError) as e:
+            raise ValueError(f"checkpoint {path}: bad random-generator state: {e}") from None
+        trainer.epoch = int(ckpt["epoch"])
+        trainer.instances_seen = int(ckpt["instances_seen"])
+        trainer.elapsed_s = float(ckpt.get("elapsed_s", 0.0))
+        trainer.history = ckpt["history"] if "history" in ckpt else _read_history(path.parent / "metrics.csv",
+                                                                                 trainer.epoch)
+        trainer.best_val = float(ckpt.get("best_val", min((r["val_cost"] for r in trainer.history), default=math.inf)))
+        trainer.run_dir = path.parent
         return trainer
 
 
@@ -268,35 +400,46 @@ def _progress(total: int, desc: str, enabled: bool):
     return tqdm(total=total, desc=desc, unit="batch", leave=False)
 
 
-def _tensorboard(out: Path):
+def _tensorboard(out: Path, purge_step: int):
+    """A TensorBoard writer under ``out/tb`` that drops events from ``purge_step`` on (left by a run
+    killed after its last checkpoint, they are written again)."""
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:  # tensorboard is optional
         return None
-    return SummaryWriter(str(out / "tb"))
+    return SummaryWriter(str(out / "tb"), purge_step=purge_step)
 
 
-def _append_csv(path: Path, row: dict) -> None:
-    """Append ``row`` to the CSV file; a column the file lacks (a run resumed by a newer version) widens
-    its header, and the rows before leave it empty."""
-    header = []
-    if path.exists():
-        with path.open(newline="") as f:
-            header = next(csv.reader(f), [])
-    missing = [k for k in row if k not in header]
-    if header and missing:
-        with path.open(newline="") as f:
-            rows = list(csv.DictReader(f))
-        header += missing
-        with path.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=header, restval="")
-            w.writeheader()
-            w.writerows(rows)
-    with path.open("a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=header or list(row), restval="")
-        if not header:
-            w.writeheader()
-        w.writerow(row)
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    """Write ``rows`` as the whole CSV file, through a temporary file renamed into place (a kill leaves
+    the previous file). Columns in order of first appearance; a row without one leaves it empty."""
+    header = list(dict.fromkeys(key for row in rows for key in row)) or ["epoch"]
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=header, restval="")
+        w.writeheader()
+        w.writerows(rows)
+    os.replace(tmp, path)
+
+
+def _read_history(path: Path, epochs: int) -> list[dict]:
+    """The metrics rows of epochs ``0 .. epochs - 1`` from an older run's CSV (whose checkpoints did not
+    hold them): rows a killed run wrote past its checkpoint are dropped, numbers parsed."""
+    if not path.is_file():
+        return []
+    with path.open(newline="") as f:
+        rows = [{k: _number(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
+    last = {row["epoch"]: row for row in rows if isinstance(row.get("epoch"), int) and row["epoch"] < epochs}
+    return [last[epoch] for epoch in sorted(last)]  # an epoch written twice (a rerun) counts once, as last written
+
+
+def _number(text: str) -> int | float | str:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _describe(device: torch.device) -> str:
