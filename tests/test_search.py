@@ -65,9 +65,34 @@ def test_sample__best_of_k_is_the_cheapest_of_its_samples(case):
     env = make_env(problem, N, B * k)
     with torch.no_grad():
         out = rollout(policy, env, rows, strategy="sample", generator=torch.Generator().manual_seed(3))
-    assert torch.allclose(best.cost, out.cost.view(B, k).min(dim=1).values.double(), atol=1e-4)
+    cheapest = torch.minimum(out.cost.view(B, k).min(dim=1).values.double(), greedy(policy, problem, inst).cost)
+    assert torch.allclose(best.cost, cheapest, atol=1e-4)  # the samples' best, or the greedy tour if cheaper
     single = sample_best(policy, problem, inst, 1, generator=torch.Generator().manual_seed(3))
     assert best.cost.mean() <= single.cost.mean() + 1e-6
+
+
+def test_sample_and_beam__never_worse_than_greedy(case):
+    problem, policy, inst = case
+    for augment in (1, 2):
+        g = greedy(policy, problem, inst, augment=augment).cost
+        one = sample_best(policy, problem, inst, 1, augment=augment, generator=torch.Generator().manual_seed(1))
+        assert (valid(problem, inst, one) <= g + 1e-6).all()
+        beam = beam_search(policy, problem, inst, 2, augment=augment)
+        assert (valid(problem, inst, beam) <= g + 1e-6).all()
+
+
+def test_sample__temperature_near_zero_is_greedy_and_bad_temperatures_are_refused():
+    policy, inst = attention_model("cvrp"), instances("cvrp", batch=8)
+    env = make_env("cvrp", N, 8)
+    with torch.no_grad():
+        cold = rollout(policy, env, inst, strategy="sample", temperature=1e-4, generator=torch.Generator().manual_seed(0))
+        g = rollout(policy, env, inst, strategy="greedy")
+        hot = rollout(policy, env, inst, strategy="sample", temperature=100.0, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(cold.actions, g.actions)
+    assert not torch.equal(hot.actions, g.actions)
+    for bad in (0.0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="temperature"):
+            rollout(policy, env, inst, strategy="sample", temperature=bad)
 
 
 def test_multistart__with_augmentation_never_worse_than_greedy(case):

@@ -66,7 +66,8 @@ def make_env(problem: str, num_nodes: int, batch_size: int, device: Any = "cpu",
 
 
 def rollout(policy: Policy, env, instances, *, strategy: str = "greedy", generator: torch.Generator | None = None,
-            first_actions: Tensor | None = None, deferred_end: bool | None = None, repeats: int = 1) -> Rollout:
+            first_actions: Tensor | None = None, deferred_end: bool | None = None, repeats: int = 1,
+            temperature: float = 1.0) -> Rollout:
     """Decode one episode for each of the env's B instances.
 
     Args:
@@ -80,11 +81,15 @@ def rollout(policy: Policy, env, instances, *, strategy: str = "greedy", generat
             chooses); forced actions' log-probabilities are not counted in ``log_likelihood``.
         deferred_end: how the loop learns that every episode has ended (:class:`EndWatch`): ``None``
             (default) reads it without waiting for the device on CUDA and at once on the CPU.
+        temperature: with ``"sample"``, actions are drawn from the softmax of the log-probabilities
+            divided by it (below 1 sharper, above 1 flatter); ``log_likelihood`` stays the policy's own.
         repeats: the instances come in runs of ``repeats`` equal rows (POMO's starts of one instance):
             the policy encodes each instance once and shares the encoding within its run.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    if not 0 < temperature < float("inf"):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
     env = env.unwrapped if hasattr(env, "unwrapped") else env
     obs, _ = env.reset(options={"instances": instances})
     b = env.num_envs
@@ -107,7 +112,8 @@ def rollout(policy: Policy, env, instances, *, strategy: str = "greedy", generat
         if strategy == "greedy":
             a = logp.argmax(dim=-1)
         else:
-            a = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+            p = logp.exp() if temperature == 1.0 else torch.softmax(logp / temperature, dim=-1)
+            a = torch.multinomial(p, 1, generator=generator).squeeze(1)
         counted = ~env.state.done
         if t == 0 and first_actions is not None:  # forced where allowed (an OP node may be out of reach)
             forced = obs["action_mask"].gather(1, first_actions[:, None]).squeeze(1)

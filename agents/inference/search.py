@@ -1,10 +1,15 @@
 """Inference-time search for policies of the protocol of :mod:`agents.policies.protocol`: best of k
 samples, beam search, and POMO's multi-start with the 8 symmetries of the unit square.
 
-- **Sampling** (Kool et al. 2019, "sampling 1280 solutions"): k rollouts sampled from the policy, the
-  cheapest kept per instance.
+- **Sampling** (Kool et al. 2019, "sampling 1280 solutions"): k rollouts sampled from the policy (at a
+  softmax ``temperature``), the cheapest kept per instance.
 - **Beam search**: the ``beam_width`` partial tours of highest summed log-probability are extended at
   every step; the cheapest finished tour in the final beam is kept (beam width 1 is greedy decoding).
+
+Sampling and beam search count the greedy tour among their candidates, so they are never worse than
+greedy decoding: on instances unlike the training distribution (a real instance in a thin strip, say)
+the policy's confidence can collapse, and a search over its distribution alone can then lose to its
+argmax.
 - **Multi-start** (Kwon et al. 2020, POMO): one greedy rollout per first action (every node for TSP,
   every customer for the depot problems), optionally on each of the 8 coordinate transforms
   ``(x, y) -> (x or 1 - x, y or 1 - y)``, possibly swapped (:func:`augment`), which keep every distance.
@@ -75,7 +80,8 @@ def check_batch_size(batch_size: int) -> None:
 # -- the engine: best of many rollouts ------------------------------------------------------------
 @torch.no_grad()
 def best_of_copies(policy: Policy, problem, instances, copies: Copies, *, strategy: str = "greedy",
-                   batch_size: int = 1000, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+                   batch_size: int = 1000, generator: torch.Generator | None = None,
+                   temperature: float = 1.0) -> tuple[Tensor, Tensor]:
     """The cheapest of C rollouts per instance: ``(cost (B,), tours (B, S_max))``, cost +inf where no
     copy gave a feasible tour.
 
@@ -105,7 +111,7 @@ def best_of_copies(policy: Policy, problem, instances, copies: Copies, *, strate
         if len(flat) not in envs:
             envs[len(flat)] = make_env(problem.name, problem.size_of(instances), len(flat), dev)
         out = rollout(policy, envs[len(flat)], rows, strategy=strategy, generator=generator,
-                      first_actions=starts if forced else None)
+                      first_actions=starts if forced else None, temperature=temperature)
         cost = out.cost.double()
         ok = torch.ones_like(cost, dtype=torch.bool)
         if forced:
@@ -125,6 +131,18 @@ def best_of_copies(policy: Policy, problem, instances, copies: Copies, *, strate
         padded[better, :s] = out.actions[winner[better]]  # TSP tours always take N = max_steps steps
         tours = torch.where(better[:, None], padded, tours)
     return best, tours
+
+
+def with_greedy(policy: Policy, problem, instances, found: Decoded, *, augment: int, batch_size: int) -> Decoded:
+    """``found``, where the greedy tour (best over ``augment`` transforms) is not cheaper, else that."""
+    plain = greedy(policy, problem, instances, augment=augment, batch_size=batch_size)
+    take = plain.cost < found.cost
+    if not bool(take.any()):
+        return found
+    s = max(plain.tours.shape[1], found.tours.shape[1])
+    pad = lambda t: torch.nn.functional.pad(t, (0, s - t.shape[1]), value=0)  # noqa: E731
+    tours = torch.where(take[:, None], pad(plain.tours), pad(found.tours))
+    return finish_tours(problem, instances, tours)
 
 
 def finish_tours(problem, instances, tours: Tensor) -> Decoded:
@@ -153,15 +171,17 @@ def greedy(policy: Policy, problem, instances, *, augment: int = 1, batch_size: 
 
 @torch.no_grad()
 def sample_best(policy: Policy, problem, instances, num_samples: int, *, augment: int = 1, batch_size: int = 1000,
-                generator: torch.Generator | None = None) -> Decoded:
-    """The cheapest of ``num_samples`` sampled rollouts per instance (per transform, with ``augment``)."""
+                generator: torch.Generator | None = None, temperature: float = 1.0) -> Decoded:
+    """The cheapest of ``num_samples`` rollouts sampled at ``temperature`` per instance (per transform, with
+    ``augment``) and of the greedy tour."""
     problem = get_problem(problem) if isinstance(problem, str) else problem
     if num_samples < 1:
         raise ValueError(f"num_samples must be >= 1, got {num_samples}")
     t = transforms(augment).repeat_interleave(num_samples)
     cost, tours = best_of_copies(policy, problem, instances, Copies(t, torch.full_like(t, -1)), strategy="sample",
-                                 batch_size=batch_size, generator=generator)
-    return finish_tours(problem, instances, tours)
+                                 batch_size=batch_size, generator=generator, temperature=temperature)
+    found = finish_tours(problem, instances, tours)
+    return with_greedy(policy, problem, instances, found, augment=augment, batch_size=batch_size)
 
 
 @torch.no_grad()
@@ -187,7 +207,8 @@ def multistart(policy: Policy, problem, instances, *, augment: int = NUM_AUGMENT
 @torch.no_grad()
 def beam_search(policy: Policy, problem, instances, beam_width: int, *, augment: int = 1,
                 batch_size: int = 1000) -> Decoded:
-    """Beam search of width ``beam_width`` (best over ``augment`` transforms): see the module docstring."""
+    """Beam search of width ``beam_width`` (best over ``augment`` transforms, and never worse than the greedy
+    tour): see the module docstring."""
     problem = get_problem(problem) if isinstance(problem, str) else problem
     if beam_width < 1:
         raise ValueError(f"beam_width must be >= 1, got {beam_width}")
@@ -209,7 +230,8 @@ def beam_search(policy: Policy, problem, instances, beam_width: int, *, augment:
         cost, pick = cost.view(len(idx), augment).min(dim=1)
         best[idx] = cost
         tours[idx] = actions.view(len(idx), augment, -1)[torch.arange(len(idx), device=dev), pick]
-    return finish_tours(problem, instances, tours)
+    found = finish_tours(problem, instances, tours)
+    return with_greedy(policy, problem, instances, found, augment=augment, batch_size=batch_size)
 
 
 def beam_rows(policy: Policy, problem, instances, width: int, max_steps: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -262,13 +284,13 @@ def observe(problem, state) -> dict[str, Tensor]:
 @torch.no_grad()
 def decode(policy: Policy, problem, instances, strategy: str = "greedy", *, num_samples: int = 128,
            beam_width: int = 16, augment: int = 1, batch_size: int = 1000,
-           generator: torch.Generator | None = None) -> Decoded:
+           generator: torch.Generator | None = None, temperature: float = 1.0) -> Decoded:
     """One entry for every strategy of :data:`STRATEGIES` (what ``routing-gym eval --decode`` calls)."""
     if strategy == "greedy":
         return greedy(policy, problem, instances, augment=augment, batch_size=batch_size)
     if strategy == "sample":
         return sample_best(policy, problem, instances, num_samples, augment=augment, batch_size=batch_size,
-                           generator=generator)
+                           generator=generator, temperature=temperature)
     if strategy == "beam":
         return beam_search(policy, problem, instances, beam_width, augment=augment, batch_size=batch_size)
     if strategy == "multistart":
