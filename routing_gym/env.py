@@ -10,8 +10,10 @@ import torch
 from gymnasium import spaces
 
 from .problems import PROBLEMS, invalid_penalty, step
+from .render import frame_size
 
 INVALID_ACTION_MODES = ("terminate", "raise")
+DEFAULT_NUM_NODES = 20
 
 
 def observation_space(problem, n_total: int) -> spaces.Dict:
@@ -26,6 +28,20 @@ def observation_space(problem, n_total: int) -> spaces.Dict:
     return spaces.Dict(entries)
 
 
+def resolve_num_nodes(env_cls, num_nodes: Any) -> int:
+    """The ``num_nodes`` an env class is made with (single or vector): the argument, checked (default
+    :data:`DEFAULT_NUM_NODES`); the class of a registered size (``routing/TSP-20``: ``fixed_num_nodes``)
+    defaults to its size and refuses another with ``ValueError`` naming the id."""
+    problem, fixed = env_cls.problem, env_cls.fixed_num_nodes
+    if num_nodes is None:
+        num_nodes = DEFAULT_NUM_NODES if fixed is None else fixed
+    num_nodes = problem.check_num_nodes(num_nodes)
+    if fixed is not None and num_nodes != fixed:
+        raise ValueError(f"routing/{problem.label}-{fixed} has num_nodes={fixed}, got num_nodes={num_nodes}; "
+                         f"make routing/{problem.label}-v0 for another size")
+    return num_nodes
+
+
 def seeded_generator(np_random: np.random.Generator) -> torch.Generator:
     """A CPU torch generator seeded from a Gymnasium ``np_random`` stream (one draw)."""
     return torch.Generator().manual_seed(int(np_random.integers(0, 2**63 - 1)))
@@ -35,17 +51,19 @@ class RoutingEnv(gym.Env):
     """Base of the routing envs: a thin view over a problem's batched core, with batch 1.
 
     One subclass per problem unit (:func:`env_class`) sets ``problem`` and the docstring in Gymnasium's
-    template, assembled from what the problem declares.
+    template, assembled from what the problem declares; a subclass of that per registered size
+    (``TSP20Env``, the entry point of ``routing/TSP-20``, :func:`sized_classes`) sets ``fixed_num_nodes``.
     """
 
     metadata = {"render_modes": ["human", "rgb_array"], "render_fps": 4}
     problem: Any = None
+    fixed_num_nodes: int | None = None  # the size of a registered sized id; None: any num_nodes
 
-    def __init__(self, num_nodes: int = 20, *, render_mode: str | None = None, invalid_action: str = "terminate",
-                 render_size: tuple[int, int] = (600, 600), **variant: Any):
+    def __init__(self, num_nodes: int | None = None, *, render_mode: str | None = None,
+                 invalid_action: str = "terminate", render_size: tuple[int, int] = (600, 600), **variant: Any):
         if self.problem is None:
             raise TypeError("RoutingEnv is the base class; make an env with gym.make('routing/TSP-20') or env_class()")
-        num_nodes = self.problem.check_num_nodes(num_nodes)
+        num_nodes = resolve_num_nodes(type(self), num_nodes)
         if invalid_action not in INVALID_ACTION_MODES:
             raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {invalid_action!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -54,9 +72,7 @@ class RoutingEnv(gym.Env):
         self.n_total = self.problem.num_nodes_total(self.num_nodes)
         self.invalid_action = invalid_action
         self.render_mode = render_mode
-        self.render_size = (int(render_size[0]), int(render_size[1]))
-        if min(self.render_size) < 64:
-            raise ValueError(f"render_size must be at least (64, 64) pixels, got {render_size!r}")
+        self.render_size = frame_size(render_size)
         self._variant = self.problem.check_variant(variant)
         self.observation_space = observation_space(self.problem, self.n_total)
         self.action_space = spaces.Discrete(self.n_total)
@@ -87,9 +103,9 @@ class RoutingEnv(gym.Env):
 
         Args:
             seed: seeds ``self.np_random``, from which the instance generator's seed is drawn.
-            options: ``{"instance": {...}}``, a user instance keyed as the observation (``locs`` and the
-                problem's per-node fields; OP also ``max_length``); validated, ``ValueError`` names a
-                bad field.
+            options: ``{"instance": ...}``, a user instance: a dict keyed as the observation (``locs`` and
+                the problem's per-node fields; OP also ``max_length``), or the problem's ``Instance`` of
+                batch 1; both validated alike, ``ValueError`` names a bad field.
         """
         super().reset(seed=seed)
         options = dict(options or {})
@@ -100,7 +116,9 @@ class RoutingEnv(gym.Env):
             instance = self.problem.generate(1, self.num_nodes, generator=seeded_generator(self.np_random),
                                              **self._variant)
         else:
-            instance = self.problem.instance_from(data)
+            instance = self.problem.instance_from(data, batched=isinstance(data, self.problem.Instance), device="cpu")
+            if instance.locs.shape[0] != 1:
+                raise ValueError(f"options['instance'] holds {instance.locs.shape[0]} instances; a single env plays one")
             if instance.locs.shape[1] != self.n_total:
                 raise ValueError(f"instance field 'locs' has {instance.locs.shape[1]} nodes; this env has "
                                  f"{self.n_total} (make one with num_nodes={self.problem.size_of(instance)})")
@@ -212,13 +230,14 @@ When the episode ends, ``info`` holds ``cost`` (float, minus the episode's retur
 rewards is exactly ``-cost``), ``tour`` (list of the actions taken, as ints) and ``invalid_action``.
 
 ## Arguments
-- ``num_nodes``: {nodes}, default 20 ({ids}; ``routing/{label}-v0`` takes it).
+- ``num_nodes``: {nodes}, default 20; {ids} fix it (another value raises ``ValueError``),
+  ``routing/{label}-v0`` takes it.
 {variants}- ``render_mode``: ``None``, ``"human"`` (a pygame window at ``metadata["render_fps"]``) or
   ``"rgb_array"`` ((H, W, 3) uint8 frames).
 - ``invalid_action``: ``"terminate"`` (default; a masked action ends the episode with reward
   ``-2 * sqrt(2) * N`` and ``info["invalid_action"] = True``) or ``"raise"`` (``ValueError`` naming
   the allowed actions; the state is unchanged).
-- ``render_size``: ``(width, height)`` of the frames in pixels, default ``(600, 600)``.
+- ``render_size``: ``(width, height)`` of the frames, integers of at least 64 pixels, default ``(600, 600)``.
 
 ## Example
 >>> import gymnasium as gym, routing_gym
@@ -256,6 +275,23 @@ def env_class(problem) -> type[RoutingEnv]:
                 {"problem": problem, "__doc__": env_docstring(problem), "__module__": __name__})
 
 
+def sized_classes(classes: dict[str, type]) -> dict[str, type]:
+    """The entry points of the registered sized ids: ``routing/{P}-{n}`` -> the problem's class (single or
+    vector env) with ``fixed_num_nodes = n`` (``TSPEnv`` -> ``TSP20Env``), for each declared size."""
+    out = {}
+    for base in classes.values():
+        label = base.problem.label
+        for n in base.problem.sizes:
+            out[f"routing/{label}-{n}"] = type(
+                f"{label}{n}{base.__name__[len(label):]}", (base,),
+                {"fixed_num_nodes": n, "__module__": base.__module__,
+                 "__doc__": f"``routing/{label}-{n}``: :class:`{base.__name__}` with ``num_nodes`` fixed to {n}."})
+    return out
+
+
 ENV_CLASSES: dict[str, type[RoutingEnv]] = {name: env_class(problem) for name, problem in PROBLEMS.items()}
-globals().update({cls.__name__: cls for cls in ENV_CLASSES.values()})  # importable by name (entry points, pickle)
-__all__ = ["ENV_CLASSES", "RoutingEnv", "env_class", "observation_space", *(c.__name__ for c in ENV_CLASSES.values())]
+SIZED_ENV_CLASSES: dict[str, type[RoutingEnv]] = sized_classes(ENV_CLASSES)
+# importable by name (entry points, pickle)
+globals().update({cls.__name__: cls for cls in (*ENV_CLASSES.values(), *SIZED_ENV_CLASSES.values())})
+__all__ = ["ENV_CLASSES", "SIZED_ENV_CLASSES", "RoutingEnv", "env_class", "observation_space",
+           *(c.__name__ for c in ENV_CLASSES.values())]

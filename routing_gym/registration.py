@@ -3,18 +3,19 @@ from __future__ import annotations
 
 import gymnasium as gym
 
+from .env import ENV_CLASSES, SIZED_ENV_CLASSES
 from .problems import PROBLEMS
+from .vector import SIZED_VECTOR_ENV_CLASSES, VECTOR_ENV_CLASSES
 
 
 def register_envs() -> None:
-    """Register ``routing/{P}-{n}`` for each problem's declared sizes and the parametric
-    ``routing/{P}-v0`` (``num_nodes=...``), for every problem in the registry."""
-    for problem in PROBLEMS.values():
-        entry = f"routing_gym.env:{problem.label}Env"
-        vector_entry = f"routing_gym.vector:{problem.label}VectorEnv"
-        # ------------------------------------------------------------------ fixed sizes
-        for n in problem.sizes:
-            gym.register(id=f"routing/{problem.label}-{n}", entry_point=entry, vector_entry_point=vector_entry,
-                         kwargs={"num_nodes": n})
-        # ------------------------------------------------------------------ parametric size
-        gym.register(id=f"routing/{problem.label}-v0", entry_point=entry, vector_entry_point=vector_entry)
+    """Register ``routing/{P}-{n}`` for each problem's declared sizes (the size is fixed: another
+    ``num_nodes`` raises ``ValueError``) and the parametric ``routing/{P}-v0`` (``num_nodes=...``), for
+    every problem in the registry."""
+    for env_id, cls in SIZED_ENV_CLASSES.items():
+        gym.register(id=env_id, entry_point=f"routing_gym.env:{cls.__name__}",
+                     vector_entry_point=f"routing_gym.vector:{SIZED_VECTOR_ENV_CLASSES[env_id].__name__}",
+                     kwargs={"num_nodes": cls.fixed_num_nodes})
+    for name, problem in PROBLEMS.items():
+        gym.register(id=f"routing/{problem.label}-v0", entry_point=f"routing_gym.env:{ENV_CLASSES[name].__name__}",
+                     vector_entry_point=f"routing_gym.vector:{VECTOR_ENV_CLASSES[name].__name__}")

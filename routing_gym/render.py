@@ -65,6 +65,7 @@ ROUTE_COLOURS = (  # route k of CVRP gets ROUTE_COLOURS[k % 10]; the single tour
 )
 SUPERSAMPLE = 2
 BASE_SIZE = 600  # lengths below are in pixels of a 600-pixel frame and scale with min(W, H)
+MIN_SIZE = 64  # the smallest side of a frame the envs and the viewer draw
 
 
 class PygameNotInstalled(DependencyNotInstalled, ImportError):
@@ -82,6 +83,17 @@ def import_pygame():
 
 
 # -- geometry -------------------------------------------------------------------------------------
+def frame_size(size: Any) -> tuple[int, int]:
+    """``size`` as ``(W, H)`` ints: the check of the envs' ``render_size`` and the viewer's ``size``
+    (``ValueError`` unless it is two integers, each at least :data:`MIN_SIZE` pixels)."""
+    pair = tuple(size) if isinstance(size, (tuple, list, np.ndarray)) else ()
+    if len(pair) != 2 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= MIN_SIZE
+                                 for v in pair):
+        raise ValueError(f"render_size must be (width, height), two integers of at least {MIN_SIZE} pixels, "
+                         f"got {size!r}")
+    return int(pair[0]), int(pair[1])
+
+
 class Layout(NamedTuple):
     scale: float  # min(W, H) / 600
     header: int  # header height, pixels
@@ -363,7 +375,7 @@ class Viewer:
         problem: the problem unit, or its name (a key of ``routing_gym.problems.PROBLEMS``).
         render_mode: ``"human"`` or ``"rgb_array"``.
         fps: frames per second a human window is held to.
-        size: (W, H) of the frame in pixels; everything scales with it.
+        size: (W, H) of the frame in pixels, each at least 64 (:func:`frame_size`); everything scales with it.
 
     In ``human`` mode the window opens on the first :meth:`draw`; clicking its close button closes it,
     after which :meth:`draw` does nothing (returns None) until :meth:`close`.
@@ -375,7 +387,7 @@ class Viewer:
             raise ValueError(f"render_mode must be 'human' or 'rgb_array', got {render_mode!r}")
         self.render_mode = render_mode
         self.fps = int(fps)
-        self.size = (int(size[0]), int(size[1]))
+        self.size = frame_size(size)
         self._pygame = import_pygame()
         self._window = None
         self._clock = None

@@ -16,9 +16,10 @@ from gymnasium.utils import seeding
 from gymnasium.vector.utils import batch_space
 from torch import Tensor
 
-from .env import INVALID_ACTION_MODES, observation_space, seeded_generator
+from .env import INVALID_ACTION_MODES, observation_space, resolve_num_nodes, seeded_generator, sized_classes
 from .problems import PROBLEMS, invalid_penalty, step
-from .problems.base import finish
+from .problems.base import finish, is_allowed
+from .render import frame_size
 
 ARRAY_TYPES = ("numpy", "torch")
 
@@ -35,6 +36,20 @@ def resolve_device(device: Any) -> torch.device:
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise ValueError(f"device {device!r} asked for, but only {torch.cuda.device_count()} CUDA device(s) exist")
     return dev
+
+
+def seeds_of(seed: Any, num_envs: int) -> list[int]:
+    """The B sub-env seeds of ``reset(seed=...)``: ``s`` gives ``s + i`` (Gymnasium's vector convention),
+    a list or tuple gives one per sub-env; each is checked as the single env checks its seed (Gymnasium's
+    ``np_random``: ``gymnasium.error.Error`` for a float, a string or a negative number)."""
+    if not isinstance(seed, (list, tuple)):
+        seeding.np_random(seed)
+        return [seed + i for i in range(num_envs)]
+    if len(seed) != num_envs:
+        raise ValueError(f"seed must be an int or a list of {num_envs} ints, got {len(seed)}")
+    for s in seed:
+        seeding.np_random(s)
+    return list(seed)
 
 
 def slice_rows(state, start: int, stop: int):
@@ -55,11 +70,13 @@ def replace_rows(old, index: Tensor, new):
 
 class RoutingVectorEnv(VectorEnv):
     """B sub-envs of one routing problem over the batched core (base of the vector envs; one subclass
-    per problem unit, :func:`vector_env_class`).
+    per problem unit, :func:`vector_env_class`, and a subclass of that per registered size,
+    :func:`~routing_gym.env.sized_classes`).
 
     Args:
         num_envs: B, the number of sub-envs.
-        num_nodes: customers (TSP: nodes) per instance.
+        num_nodes: customers (TSP: nodes) per instance, default 20; a registered sized id
+            (``routing/TSP-20``) fixes it and refuses another with ``ValueError``, as the single env.
         **variant: the problem's options (OP's ``prize_type``); an unknown one raises ``TypeError``.
         device: torch device for the state (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``torch.device``).
         autoreset_mode: :class:`gymnasium.vector.AutoresetMode` (or its value): ``NEXT_STEP`` (default;
@@ -73,18 +90,35 @@ class RoutingVectorEnv(VectorEnv):
         invalid_action: ``"terminate"`` (a masked action ends that sub-env's episode with
             ``-invalid_penalty`` and ``info["invalid_action"]``) or ``"raise"`` (checks every action; a
             host synchronisation).
-        max_episode_steps: optional truncation after this many steps of an episode.
+        max_episode_steps: optional truncation after this many steps of an episode (a positive int).
         render_mode: ``"rgb_array"`` to draw sub-env 0.
-        render_size: ``(width, height)`` of the frames, default ``(600, 600)``.
+        render_size: ``(width, height)`` of the frames, integers of at least 64 pixels (as the single
+            env's), default ``(600, 600)``.
+
+    Actions: (B,) node indices, a numpy array (or what ``np.asarray`` takes) or a tensor. Every action is
+    checked without a host synchronisation per step in ``"terminate"`` mode:
+
+    - dtype and shape (tensor metadata): an integer dtype of shape (B,), else ``ValueError`` (as the single
+      env refuses a non-integer action); bools, floats (even whole-valued ones) and complex numbers are
+      refused;
+    - range: numpy actions are on the host and are checked there as the single env checks its action
+      (``ValueError`` for an index outside ``Discrete(N)``); a tensor's range is checked on the device by the
+      core's :func:`~routing_gym.problems.step`, where an index outside 0..N-1 is a masked action: it ends
+      that sub-env's episode with the penalty (``"terminate"``) or raises ``ValueError`` naming it
+      (``"raise"``, which synchronises to check every action anyway). A finished sub-env ignores its
+      action, whatever its value.
 
     Seeding: ``reset(seed=s)`` gives sub-env i the instance that a single env gets from
     ``reset(seed=s + i)`` (generated on the CPU, then moved); later automatic resets draw from one batched
-    generator on ``device`` seeded from ``s``, so they differ from a single env's.
+    generator on ``device`` seeded from ``s``, so they differ from a single env's. Seeds are checked as
+    the single env's (Gymnasium's ``np_random``: ``gymnasium.error.Error`` for a float, a string or a
+    negative number).
     """
 
     problem: Any = None
+    fixed_num_nodes: int | None = None  # the size of a registered sized id; None: any num_nodes
 
-    def __init__(self, num_envs: int = 1, num_nodes: int = 20, *, device: Any = "cpu",
+    def __init__(self, num_envs: int = 1, num_nodes: int | None = None, *, device: Any = "cpu",
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, array_type: str = "numpy",
                  invalid_action: str = "terminate", max_episode_steps: int | None = None,
                  render_mode: str | None = None, render_size: tuple[int, int] = (600, 600), **variant: Any):
@@ -92,14 +126,15 @@ class RoutingVectorEnv(VectorEnv):
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
         if self.problem is None:
             raise TypeError("RoutingVectorEnv is the base class; make one with gym.make_vec('routing/TSP-20', ...)")
-        num_nodes = self.problem.check_num_nodes(num_nodes)
+        num_nodes = resolve_num_nodes(type(self), num_nodes)
         if array_type not in ARRAY_TYPES:
             raise ValueError(f"array_type must be one of {ARRAY_TYPES}, got {array_type!r}")
         if invalid_action not in INVALID_ACTION_MODES:
             raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {invalid_action!r}")
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
-        if max_episode_steps is not None and (not isinstance(max_episode_steps, (int, np.integer)) or max_episode_steps < 1):
+        if max_episode_steps is not None and (isinstance(max_episode_steps, bool) or not isinstance(
+                max_episode_steps, (int, np.integer)) or max_episode_steps < 1):
             raise ValueError(f"max_episode_steps must be a positive integer or None, got {max_episode_steps!r}")
         try:
             mode = AutoresetMode(autoreset_mode)
@@ -114,7 +149,7 @@ class RoutingVectorEnv(VectorEnv):
         self.invalid_action = invalid_action
         self.max_episode_steps = max_episode_steps
         self.render_mode = render_mode
-        self.render_size = (int(render_size[0]), int(render_size[1]))
+        self.render_size = frame_size(render_size)
         self.metadata = {"autoreset_mode": mode, "render_modes": ["rgb_array"], "render_fps": 4}
         self.invalid_penalty = invalid_penalty(self.n_total)
         self._variant = self.problem.check_variant(variant)
@@ -150,10 +185,7 @@ class RoutingVectorEnv(VectorEnv):
         return self.problem.reset(instances)
 
     def _user_instances(self, data):
-        if isinstance(data, self.problem.Instance):
-            inst = type(data)(*(torch.as_tensor(f).to(self.device) for f in data))
-        else:
-            inst = self.problem.instance_from(data, batched=True, device=self.device)
+        inst = self.problem.instance_from(data, batched=True, device=self.device)  # a dict or an Instance, alike
         if inst.locs.dim() != 3 or inst.locs.shape[0] != self.num_envs or inst.locs.shape[1] != self.n_total:
             raise ValueError(f"instances field 'locs' must have shape ({self.num_envs}, {self.n_total}, 2), "
                              f"got {tuple(inst.locs.shape)}")
@@ -167,8 +199,8 @@ class RoutingVectorEnv(VectorEnv):
             seed: an int (sub-env i seeded with ``seed + i``, as Gymnasium's vector envs do) or a list of
                 B ints.
             options: ``reset_mask`` (B,) bool, numpy or tensor; ``instances``: a batch of B user instances
-                (a dict of arrays keyed as the observation with a leading B axis, validated, or the
-                problem's ``Instance`` of tensors), of which the reset rows are used.
+                (a dict of arrays keyed as the observation with a leading B axis, or the problem's
+                ``Instance`` of tensors, both validated alike), of which the reset rows are used.
         """
         options = dict(options or {})
         reset_mask = options.pop("reset_mask", None)
@@ -177,9 +209,7 @@ class RoutingVectorEnv(VectorEnv):
             raise ValueError(f"unknown reset option(s) {sorted(options)}; known: 'reset_mask', 'instances'")
         seeds = None
         if seed is not None:
-            seeds = [int(seed) + i for i in range(self.num_envs)] if np.isscalar(seed) else [int(s) for s in seed]
-            if len(seeds) != self.num_envs:
-                raise ValueError(f"seed must be an int or a list of {self.num_envs} ints, got {len(seeds)}")
+            seeds = seeds_of(seed, self.num_envs)
             self._generator.manual_seed(seeds[0])
             self._pool, self._pool_next = None, 0  # automatic resets restart from the new seed
         if reset_mask is None:
@@ -213,11 +243,7 @@ class RoutingVectorEnv(VectorEnv):
         a = self._as_actions(actions)
         mode = self.metadata["autoreset_mode"]
         if self.invalid_action == "raise":
-            allowed = self.state.mask.gather(1, a[:, None]).squeeze(1) | self.state.done | self._needs_reset
-            if not bool(allowed.all()):
-                i = int((~allowed).nonzero()[0])
-                raise ValueError(f"sub-env {i}: action {int(a[i])} is masked; allowed actions: "
-                                 f"{self.state.mask[i].nonzero().flatten().tolist()}")
+            self._check_allowed(a)
         prev_done = self.state.done
         resetting = self._needs_reset
         state, reward, invalid = step(self.problem, self.state, a)
@@ -274,18 +300,37 @@ class RoutingVectorEnv(VectorEnv):
         self._tour_len[rows.cpu().numpy()] = 0
 
     def _as_actions(self, actions) -> Tensor:
+        """The (B,) int64 actions on the device, checked as the class docstring says: dtype and shape
+        always, the range of numpy actions on the host (no host synchronisation either way)."""
         if isinstance(actions, Tensor):
-            a = actions.to(self.device, torch.long)
+            integer = not (actions.dtype == torch.bool or actions.is_floating_point() or actions.is_complex())
         else:
-            arr = np.asarray(actions)
-            if not np.issubdtype(arr.dtype, np.integer):
-                raise ValueError(f"actions must be integer node indices, got dtype {arr.dtype}")
-            if arr.size and (arr.min() < 0 or arr.max() >= self.n_total):
-                raise ValueError(f"actions must lie in 0..{self.n_total - 1}, got {arr.min()}..{arr.max()}")
-            a = torch.as_tensor(arr, dtype=torch.long, device=self.device)
-        if a.shape != (self.num_envs,):
-            raise ValueError(f"actions must have shape ({self.num_envs},), got {tuple(a.shape)}")
-        return a
+            actions = np.asarray(actions)
+            integer = np.issubdtype(actions.dtype, np.integer)
+        if not integer:
+            raise ValueError(f"actions must be node indices (integers), got dtype {actions.dtype}")
+        if tuple(actions.shape) != (self.num_envs,):
+            raise ValueError(f"actions must have shape ({self.num_envs},), got {tuple(actions.shape)}")
+        if isinstance(actions, np.ndarray):
+            outside = (actions < 0) | (actions >= self.n_total)
+            if outside.any():
+                self._refuse(int(np.flatnonzero(outside)[0]), actions)
+        return torch.as_tensor(actions, device=self.device).long()
+
+    def _check_allowed(self, a: Tensor) -> None:
+        """``invalid_action="raise"``: ``ValueError`` naming the first unfinished sub-env whose action is
+        outside the nodes or masked (one host synchronisation)."""
+        refused = ~(is_allowed(self.state, a) | self.state.done | self._needs_reset)
+        if bool(refused.any()):
+            self._refuse(int(refused.nonzero()[0]), a)
+
+    def _refuse(self, i: int, actions) -> None:
+        """Raise the single env's ``ValueError`` for sub-env i's action (outside the nodes, or masked)."""
+        a, n = int(actions[i]), self.n_total
+        if not 0 <= a < n:
+            raise ValueError(f"sub-env {i}: action {a} is outside Discrete({n}) (node indices 0..{n - 1})")
+        raise ValueError(f"sub-env {i}: action {a} is masked; allowed actions: "
+                         f"{self.state.mask[i].nonzero().flatten().tolist()}")
 
     def _out(self, reward: Tensor, terminated: Tensor, truncated: Tensor):
         if self.array_type == "torch":
@@ -357,4 +402,6 @@ def vector_env_class(problem) -> type[RoutingVectorEnv]:
 
 
 VECTOR_ENV_CLASSES: dict[str, type[RoutingVectorEnv]] = {name: vector_env_class(p) for name, p in PROBLEMS.items()}
-globals().update({cls.__name__: cls for cls in VECTOR_ENV_CLASSES.values()})  # importable by name (entry points)
+SIZED_VECTOR_ENV_CLASSES: dict[str, type[RoutingVectorEnv]] = sized_classes(VECTOR_ENV_CLASSES)
+# importable by name (entry points)
+globals().update({cls.__name__: cls for cls in (*VECTOR_ENV_CLASSES.values(), *SIZED_VECTOR_ENV_CLASSES.values())})

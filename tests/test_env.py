@@ -164,3 +164,47 @@ def test_step__errors_for_out_of_range_and_before_reset():
         env.step(20)
     with pytest.raises(ValueError, match="integer"):
         env.step(1.5)
+
+
+@pytest.mark.parametrize("problem", sorted(routing_gym.PROBLEMS))
+def test_reset__generated_instances_of_every_size_lie_in_the_space(problem):
+    """Small sizes too, where the generator's prizes (PCTSP: 4/n) and penalties (3K/n: 6 for n = 1) exceed the
+    large-n bounds."""
+    core = routing_gym.PROBLEMS[problem]
+    for n in range(core.min_num_nodes, 6):
+        env = gym.make(f"routing/{core.label}-v0", num_nodes=n)
+        for seed in range(20):
+            assert env.observation_space.contains(env.reset(seed=seed)[0]), (n, seed)
+
+
+def test_make__a_sized_id_fixes_num_nodes_and_v0_takes_it():
+    with pytest.raises(ValueError, match=r"routing/TSP-20 has num_nodes=20, got num_nodes=30; make routing/TSP-v0"):
+        gym.make("routing/TSP-20", num_nodes=30)
+    with pytest.raises(ValueError, match="routing/CVRP-50 has num_nodes=50"):
+        gym.make("routing/CVRP-50", num_nodes=20)
+    assert gym.make("routing/TSP-20", num_nodes=20).unwrapped.num_nodes == 20
+    assert gym.make("routing/TSP-v0", num_nodes=30).unwrapped.num_nodes == 30
+    assert gym.make("routing/TSP-v0").unwrapped.num_nodes == 20
+    for env_id in FIXED_IDS:
+        assert gym.spec(env_id).kwargs["num_nodes"] == int(env_id.rsplit("-", 1)[1])
+
+
+@pytest.mark.parametrize("size", [(600,), (1, 1), (63, 600), (600.0, 600), (True, 600), 600, "600x600"])
+def test_make__render_size_is_two_integers_of_at_least_64(size):
+    with pytest.raises(ValueError, match="render_size must be"):
+        gym.make("routing/TSP-20", render_mode="rgb_array", render_size=size)
+    assert gym.make("routing/TSP-20", render_mode="rgb_array", render_size=(64, np.int64(80))).unwrapped.render_size \
+        == (64, 80)
+
+
+def test_reset__the_problems_instance_of_batch_one_is_accepted_and_validated():
+    core = routing_gym.PROBLEMS["cvrp"]
+    inst = core.generate(2, 4, generator=torch.Generator().manual_seed(0))
+    env = gym.make("routing/CVRP-v0", num_nodes=4)
+    first = type(inst)(*(f[:1] for f in inst))
+    obs, _ = env.reset(options={"instance": first})
+    assert np.array_equal(obs["locs"], first.locs[0].numpy())
+    with pytest.raises(ValueError, match="holds 2 instances; a single env plays one"):
+        env.reset(options={"instance": inst})
+    with pytest.raises(ValueError, match="'demand' must be 0 at the depot"):
+        env.reset(options={"instance": first._replace(demand=first.demand + 0.05)})

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from routing_gym.problems import CVRP, OP, PCTSP, PROBLEMS, TSP, step, tour_cost
-from routing_gym.problems.base import interpolate_table, invalid_penalty
+from routing_gym.problems.base import interpolate_table, invalid_penalty, replay
 from routing_gym.problems.cvrp import capacity
 from routing_gym.problems.op import max_length
 
@@ -277,3 +277,62 @@ def test_step_core__runs_batched_with_no_python_loop_over_b():
         steps += 1
     assert torch.isfinite(state.length).all() and steps <= 2 * 20
     assert state.visited[:, 1:].all()
+
+
+# ------------------------------------------------------------------- actions and tours the core refuses
+def test_step_core__refuses_non_int64_actions_and_masks_indices_outside_the_nodes():
+    inst = TSP.instance_from({"locs": [[0, 0], [1, 0], [1, 1]]})
+    state = TSP.reset(inst.__class__(*(f.expand(3, -1, -1) for f in inst)))
+    for bad in (torch.tensor([1.9, 2.7, 0.0]), torch.tensor([1, 2, 0], dtype=torch.int32),
+                torch.tensor([True, False, True]), torch.tensor([[1, 2, 0]])):
+        with pytest.raises(ValueError, match="int64 tensor of node indices"):
+            step(TSP, state, bad)
+    state, r, invalid = step(TSP, state, torch.tensor([1, 3, -1]))  # no raw indexing error: masked actions
+    assert invalid.tolist() == [False, True, True] and state.done.tolist() == [False, True, True]
+    assert r[1:].tolist() == pytest.approx([-invalid_penalty(3)] * 2)
+    assert state.mask[1:].sum(dim=1).tolist() == [1, 1]  # done: the no-op only
+
+
+def test_tour_cost__refuses_float_tours_and_names_a_node_outside_the_nodes():
+    inst = TSP.instance_from({"locs": [[0, 0], [1, 0], [1, 1]]})
+    for tours in (torch.tensor([[0.0, 1.7, 2.0]]), torch.tensor([[0.0, 1.0, 2.0]]), np.array([[0.0, 1.0, 2.0]]),
+                  [[0, 1.5, 2]], torch.tensor([[True, False, True]])):
+        with pytest.raises(ValueError, match="tours must hold integer node indices"):
+            tour_cost(TSP, inst, tours)
+    with pytest.raises(ValueError, match=r"instance 0 has node 3 at step 2, outside the nodes 0\.\.2"):
+        tour_cost(TSP, inst, torch.tensor([[0, 1, 3]]))
+    with pytest.raises(ValueError, match="has node -1 at step 0"):
+        tour_cost(TSP, inst, [[-1, 1, 2]])
+    assert float(tour_cost(TSP, inst, np.array([[0, 1, 2]], np.int32))[0]) == pytest.approx(2 + math.sqrt(2))
+    cost, feasible, first_masked = replay(TSP, inst, torch.tensor([[0, 7, 2]]))  # replay does not raise
+    assert not feasible[0] and first_masked[0] == 1
+
+
+def observed_fields(problem, n_total):
+    """(field, high) for each instance field the observation shows under its own name (float Boxes)."""
+    bounds = problem.bounds(n_total)
+    return [(f, bounds[f][2]) for f in problem.Instance._fields if f in bounds]
+
+
+@pytest.mark.parametrize("name,n", [(name, n) for name in sorted(PROBLEMS) for n in (1, 2, 3, 10)
+                                    if n >= PROBLEMS[name].min_num_nodes])
+def test_instance_from__accepts_up_to_the_observation_bound_and_refuses_beyond(name, n):
+    """The validation and the observation space agree for every field: a value at a field's bound is
+    accepted and observed inside the space; the next float32 above it is refused (no slack)."""
+    problem = PROBLEMS[name]
+    n_total = problem.num_nodes_total(n)
+    base = {k: v[0].numpy().copy() for k, v in problem.generate(1, n, generator=torch.Generator().manual_seed(0))
+            ._asdict().items()}
+    bounds = problem.bounds(n_total)
+    for field, high in observed_fields(problem, n_total):
+        for value, ok in ((np.float32(high), True), (np.nextafter(np.float32(high), np.float32(np.inf)), False)):
+            data = {k: v.copy() for k, v in base.items()}
+            data[field].reshape(len(data[field]), -1)[n_total - 1, 0] = value  # the last node (a customer)
+            if not ok:
+                with pytest.raises(ValueError, match=f"'{field}'"):
+                    problem.instance_from(data)
+                continue
+            obs = problem.observe(problem.reset(problem.instance_from(data)))
+            for key, (_, low, hi) in bounds.items():
+                arr = obs[key].numpy().astype(np.float32)
+                assert (arr >= np.float32(low)).all() and (arr <= np.float32(hi)).all(), (field, key)

@@ -358,3 +358,23 @@ def test_refusal__texts_are_the_problems_declarations():
         assert visual.refusal(name, 2, visited) == unit.drawing.node_refusal.format(i=2)
     assert "vehicle is full" in visual.refusal("sdvrp", 3, np.zeros(4, bool))
     assert visual.refusal("spctsp", 0, np.zeros(4, bool)) == visual.refusal("pctsp", 0, np.zeros(4, bool))
+
+
+@pytest.mark.parametrize("size", [(600,), (10, 10), (63, 600), (600.5, 600), 600])
+def test_render_size__one_check_for_the_single_env_the_vector_env_and_the_viewer(size):
+    with pytest.raises(ValueError, match="render_size must be"):
+        make("tsp", size=size)
+    with pytest.raises(ValueError, match="render_size must be"):
+        gym.make_vec("routing/TSP-v0", num_envs=2, vectorization_mode="vector_entry_point", render_mode="rgb_array",
+                     render_size=size)
+    with pytest.raises(ValueError, match="render_size must be"):
+        Viewer("tsp", render_mode="rgb_array", fps=4, size=size)
+
+
+def test_render_size__the_smallest_frames_draw_alike_in_both_envs():
+    env = make("tsp", n=5, size=(64, 80))
+    venv = gym.make_vec("routing/TSP-v0", num_envs=2, vectorization_mode="vector_entry_point", num_nodes=5,
+                        render_mode="rgb_array", render_size=(64, 80))
+    env.reset(seed=0)
+    venv.reset(seed=0)
+    assert np.array_equal(env.render(), venv.render()) and env.render().shape == (80, 64, 3)

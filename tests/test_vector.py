@@ -147,13 +147,146 @@ def test_step__bad_actions_are_refused():
     venv.reset(seed=0)
     with pytest.raises(ValueError, match="shape"):
         venv.step(np.array([0, 1, 2]))
-    with pytest.raises(ValueError, match="lie in"):
+    with pytest.raises(ValueError, match=r"sub-env 1: action 10 is outside Discrete\(10\)"):
         venv.step(np.array([0, 10]))
     strict = make_vec("TSP", num_envs=2, invalid_action="raise")
     strict.reset(seed=0)
     strict.step(np.array([0, 0]))
     with pytest.raises(ValueError, match="sub-env 0: action 0 is masked"):
         strict.step(np.array([0, 1]))
+
+
+@pytest.mark.parametrize("array_type", ["numpy", "torch"])
+@pytest.mark.parametrize("actions", [
+    torch.tensor([1.9, 2.7]), torch.tensor([1.0, 2.0]), torch.tensor([True, False]), torch.tensor([1 + 0j, 2 + 0j]),
+    torch.tensor([1.0, 2.0], requires_grad=True), np.array([1.0, 2.0]), np.array([True, False]), [0.5, 1],
+    np.array([1 + 0j, 2 + 0j]),
+])
+def test_step__non_integer_actions_are_value_errors(actions, array_type):
+    """The dtype is checked (tensor metadata, no synchronisation): floats are refused even where whole, as
+    bools and complex numbers; a ValueError as the single env's for a non-integer action."""
+    for mode in ("terminate", "raise"):
+        venv = make_vec("TSP", num_envs=2, array_type=array_type, invalid_action=mode)
+        venv.reset(seed=0)
+        with pytest.raises(ValueError, match="integer"):
+            venv.step(actions)
+        assert venv.unwrapped.state.step.tolist() == [0, 0]  # nothing was played
+
+
+@pytest.mark.parametrize("array_type", ["numpy", "torch"])
+def test_step__out_of_range_tensor_is_a_masked_action_or_a_value_error(array_type):
+    """A tensor's range is checked on the device: in terminate mode an index outside the nodes ends that
+    sub-env as a masked action does; raise mode names it (never a raw indexing error)."""
+    venv = make_vec("TSP", num_envs=3, array_type=array_type)
+    venv.reset(seed=0)
+    _, r, term, _, info = venv.step(torch.tensor([1, 10, -1]))
+    r, term = np.asarray(r), np.asarray(term)
+    assert term.tolist() == [False, True, True]
+    assert r[1] == r[2] == pytest.approx(-venv.unwrapped.invalid_penalty)
+    assert np.asarray(info["invalid_action"]).tolist() == [False, True, True]
+    strict = make_vec("TSP", num_envs=3, array_type=array_type, invalid_action="raise")
+    strict.reset(seed=0)
+    for bad, i, value in ((torch.tensor([1, 10, 2]), 1, 10), (torch.tensor([1, 2, -1]), 2, -1),
+                          (torch.tensor([1, 2, 2**40]), 2, 2**40)):
+        with pytest.raises(ValueError, match=rf"sub-env {i}: action {value} is outside Discrete\(10\)"):
+            strict.step(bad)
+    assert strict.unwrapped.state.step.tolist() == [0, 0, 0]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("problem", ["TSP", "CVRP"])
+def test_step__cuda_tensor_actions_are_checked_without_a_host_synchronisation(problem):
+    """On CUDA an index outside the nodes would be a device-side assert that breaks the context; the env
+    clamps it on the device and treats it as a masked action, and checks dtype and shape from metadata."""
+    venv = make_vec(problem, num_envs=3, device="cuda", array_type="torch", autoreset_mode="Disabled")
+    venv.reset(seed=0)
+    actions = torch.tensor([1, 10**6, -5], device="cuda")
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        _, r, term, _, info = venv.step(actions)
+        with pytest.raises(ValueError, match="integer"):
+            venv.step(actions.float())
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert term.tolist() == [False, True, True] and info["invalid_action"].tolist() == [False, True, True]
+    assert r[1:].tolist() == pytest.approx([-venv.unwrapped.invalid_penalty] * 2)
+    strict = make_vec(problem, num_envs=3, device="cuda", array_type="torch", invalid_action="raise")
+    strict.reset(seed=0)
+    with pytest.raises(ValueError, match=r"sub-env 1: action 1000000 is outside"):
+        strict.step(actions)
+
+
+@pytest.mark.parametrize("problem,field,index,value,match", [
+    ("TSP", "locs", (0, 2, 0), np.nan, "'locs' contains NaN"),
+    ("TSP", "locs", (0, 1, 1), 5.0, "'locs' must lie in"),
+    ("CVRP", "locs", (0, 3, 1), np.inf, "'locs' contains NaN"),
+    ("CVRP", "demand", (0, 1), 0.0, "'demand' must be > 0"),
+    ("CVRP", "demand", (0, 0), 1.0, "'demand' must be 0 at the depot"),
+    ("CVRP", "demand", (0, 2), 1.5, "'demand' exceeds the capacity"),
+])
+def test_reset__instance_form_is_validated_as_the_dict_form(problem, field, index, value, match):
+    """A batch of 2 whose row 0 is bad, as a dict and as the problem's Instance: both refused alike, by the
+    vector env and (row 0 alone) by the single env."""
+    core = routing_gym.PROBLEMS[problem.lower()]
+    fields = {"locs": np.full((2, 4, 2), 0.5, np.float32), "demand": np.tile(np.float32([0, 0.2, 0.3, 0.4]), (2, 1))}
+    fields = {k: fields[k] for k in core.Instance._fields}
+    fields[field][index] = value
+    instance = core.Instance(**{k: torch.as_tensor(v) for k, v in fields.items()})
+    venv = make_vec(problem, num_envs=2, n=core.num_customers(4))
+    single = gym.make(f"routing/{problem}-v0", num_nodes=core.num_customers(4))
+    for vector_form, single_form in ((fields, {k: v[0] for k, v in fields.items()}),
+                                     (instance, type(instance)(*(f[:1] for f in instance)))):
+        with pytest.raises(ValueError, match=match):
+            venv.reset(options={"instances": vector_form})
+        with pytest.raises(ValueError, match=match):
+            single.reset(options={"instance": single_form})
+
+
+def test_reset__instance_form_plays_as_the_dict_form():
+    core = routing_gym.PROBLEMS["cvrp"]
+    inst = core.generate(2, 5, generator=torch.Generator().manual_seed(0))
+    venv = make_vec("CVRP", num_envs=2, n=5)
+    by_dict, _ = venv.reset(options={"instances": {k: v.numpy() for k, v in inst._asdict().items()}})
+    by_instance, _ = venv.reset(options={"instances": inst._replace(demand=inst.demand.double())})
+    single, _ = gym.make("routing/CVRP-v0", num_nodes=5).reset(options={"instance": type(inst)(*(f[1:] for f in inst))})
+    for key in by_dict:
+        assert np.array_equal(by_dict[key], by_instance[key]) and np.array_equal(by_dict[key][1], single[key])
+
+
+def test_reset__seeds_are_checked_as_the_single_env_checks_them():
+    venv = make_vec("TSP", num_envs=2)
+    single = gym.make("routing/TSP-v0", num_nodes=10)
+    for seed in (1.5, "3", -1, np.int64(3)):
+        with pytest.raises(gym.error.Error, match="Seed must be"):
+            single.reset(seed=seed)
+        with pytest.raises(gym.error.Error, match="Seed must be"):
+            venv.reset(seed=seed)
+    with pytest.raises(gym.error.Error, match="Seed must be"):
+        venv.reset(seed=[0, 1.5])
+    obs, _ = venv.reset(seed=[3, 4])
+    assert np.array_equal(obs["locs"][1], single.reset(seed=4)[0]["locs"])
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"render_size": (600,)}, "render_size"), ({"render_size": (1, 1)}, "render_size"),
+    ({"render_size": (600.5, 600)}, "render_size"), ({"render_size": 600}, "render_size"),
+    ({"max_episode_steps": True}, "max_episode_steps"), ({"max_episode_steps": 2.5}, "max_episode_steps"),
+    ({"max_episode_steps": 0}, "max_episode_steps"),
+])
+def test_make__bad_arguments_are_value_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        make_vec("TSP", render_mode="rgb_array", **kwargs)
+    if "render_size" in kwargs:
+        with pytest.raises(ValueError, match=match):
+            gym.make("routing/TSP-v0", render_mode="rgb_array", **kwargs)
+
+
+def test_make__a_sized_id_refuses_another_num_nodes():
+    with pytest.raises(ValueError, match="routing/TSP-20 has num_nodes=20, got num_nodes=30"):
+        gym.make_vec("routing/TSP-20", num_envs=2, vectorization_mode="vector_entry_point", num_nodes=30)
+    assert gym.make_vec("routing/TSP-20", num_envs=2, vectorization_mode="vector_entry_point", num_nodes=20).num_nodes == 20
+    assert make_vec("TSP", n=30).num_nodes == 30
 
 
 @pytest.mark.parametrize("problem", PROBLEMS)

@@ -261,6 +261,14 @@ def distance(a: Tensor, b: Tensor) -> Tensor:
     return ((a[..., 0] - b[..., 0]).square() + (a[..., 1] - b[..., 1]).square()).sqrt()  # per coordinate: no (B, N, 2) broadcast
 
 
+def is_allowed(state, action: Tensor) -> Tensor:
+    """(B,) bool: is ``action`` (B,) int64 a node (inside 0..N-1) that the state's mask allows? Computed
+    on the device, without a host synchronisation (an index outside the nodes is clamped to one, and the
+    clamp's difference marks it)."""
+    node = action.clamp(0, state.mask.shape[-1] - 1)
+    return state.mask.gather(1, node[:, None]).squeeze(1) & (node == action)
+
+
 def step(problem, state, action: Tensor):
     """Advance every sub-env by one action: the dynamics shared by the single env, the vector env
     and the trainer.
@@ -268,7 +276,9 @@ def step(problem, state, action: Tensor):
     Args:
         problem: the problem unit (a :class:`Problem` subclass of the registry).
         state: its state, batch B.
-        action: (B,) int64 node indices.
+        action: (B,) int64 node indices; another dtype or shape raises ``ValueError`` (read from the
+            tensor's metadata: no host synchronisation). An index outside 0..N-1 counts as a masked
+            action (checked on the device, also without synchronising).
 
     Returns:
         ``(state, reward, invalid)``: the new state, reward (B,) float (minus the step's cost; minus
@@ -276,7 +286,10 @@ def step(problem, state, action: Tensor):
         action was masked (that sub-env is then done). A sub-env that was already done ignores its
         action, gets reward 0 and keeps a mask that allows only its no-op node.
     """
-    allowed = state.mask.gather(1, action[:, None]).squeeze(1)
+    if action.dtype != torch.int64 or action.shape != state.done.shape:
+        raise ValueError(f"actions must be a {tuple(state.done.shape)} int64 tensor of node indices, "
+                         f"got {action.dtype} of shape {tuple(action.shape)}")
+    allowed = is_allowed(state, action)
     active = allowed & ~state.done
     invalid = ~(allowed | state.done)
     action = torch.where(active, action, state.current)  # inactive sub-envs stay where they are
@@ -297,24 +310,35 @@ def finish(problem, state, stop: Tensor):
     return state._replace(done=done, mask=mask)
 
 
+def as_tours(instance, tours) -> Tensor:
+    """``tours`` (B, S) as an int64 tensor on the instances' device; ``ValueError`` unless it holds
+    integers (a float array is refused even where its values are whole: a tour is node indices, and the
+    check reads the dtype only) and has B rows."""
+    tours = torch.as_tensor(tours, device=instance.locs.device)
+    if tours.dtype == torch.bool or tours.is_floating_point() or tours.is_complex():
+        raise ValueError(f"tours must hold integer node indices, got dtype {tours.dtype}")
+    if tours.dim() != 2 or tours.shape[0] != instance.locs.shape[0]:
+        raise ValueError(f"tours must have shape (B={instance.locs.shape[0]}, S), got {tuple(tours.shape)}")
+    return tours.long()
+
+
 @torch.no_grad()
 def replay(problem, instance, tours: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Replay tours through the dynamics without raising: the one replay loop (``tour_cost`` validates
-    with it; searches and references keep the feasible tours of a batch with it).
+    """Replay tours through the dynamics without raising on an infeasible one: the one replay loop
+    (``tour_cost`` validates with it; searches and references keep the feasible tours of a batch with it).
 
     Args:
         problem: the problem unit.
         instance: a batch of B instances.
-        tours: (B, S) int64 actions in order, padded with the no-op.
+        tours: (B, S) integer actions in order, padded with the no-op (:func:`as_tours`: ``ValueError``
+            for another dtype or shape).
 
     Returns:
         ``(cost (B,) float64, feasible (B,) bool, first_masked (B,) int64)``: feasible where the tour
-        takes no masked action and finishes; ``first_masked`` the step of the first masked action (-1 if
-        none). The cost of an infeasible tour is meaningless.
+        takes no masked action (a node outside 0..N-1 counts as masked) and finishes; ``first_masked`` the
+        step of the first masked action (-1 if none). The cost of an infeasible tour is meaningless.
     """
-    tours = torch.as_tensor(tours, device=instance.locs.device).long()
-    if tours.dim() != 2 or tours.shape[0] != instance.locs.shape[0]:
-        raise ValueError(f"tours must have shape (B={instance.locs.shape[0]}, S), got {tuple(tours.shape)}")
+    tours = as_tours(instance, tours)
     state = problem.reset(instance)
     cost = torch.zeros(tours.shape[0], dtype=torch.float64, device=tours.device)
     first_masked = torch.full((tours.shape[0],), -1, dtype=torch.long, device=tours.device)
@@ -331,16 +355,22 @@ def tour_cost(problem, instance, tours: Tensor) -> Tensor:
     Args:
         problem: the problem class.
         instance: a batch of B instances.
-        tours: (B, S) int64 actions in order; tours that end early are padded with the no-op
-            (the depot for depot problems).
+        tours: (B, S) integer actions in order (a float dtype is refused, whole values or not); tours that
+            end early are padded with the no-op (the depot for depot problems).
 
     Returns:
         (B,) float cost (the quantity minimised).
 
     Raises:
-        ValueError: naming the first instance whose tour takes a masked action or does not finish.
+        ValueError: for tours that are not (B, S) integers; naming the first node outside 0..N-1; naming
+            the first instance whose tour takes a masked action or does not finish.
     """
-    tours = torch.as_tensor(tours, device=instance.locs.device).long()
+    tours = as_tours(instance, tours)
+    n = instance.locs.shape[1]
+    outside = (tours < 0) | (tours >= n)
+    if bool(outside.any()):
+        b, t = (int(i) for i in outside.nonzero()[0])
+        raise ValueError(f"tour of instance {b} has node {int(tours[b, t])} at step {t}, outside the nodes 0..{n - 1}")
     cost, feasible, first_masked = replay(problem, instance, tours)
     if not bool(feasible.all()):
         b = int((~feasible).nonzero()[0])
@@ -351,12 +381,17 @@ def tour_cost(problem, instance, tours: Tensor) -> Tensor:
     return cost
 
 
-def as_float_tensor(value: Any, name: str, shape: tuple, device: torch.device) -> Tensor:
-    """Convert one instance field, checking shape and finiteness (``ValueError`` names the field)."""
+def as_float_tensor(value: Any, name: str, shape: tuple, device: Any) -> Tensor:
+    """One instance field (an array-like, or a tensor, which stays on its device when ``device`` is None)
+    as a float32 tensor on ``device``, checking that it holds real numbers (not bools), its shape and its
+    finiteness (``ValueError`` names the field)."""
     try:
-        arr = torch.as_tensor(np.asarray(value, dtype=np.float32), device=device)
-    except (TypeError, ValueError) as e:
+        arr = value if isinstance(value, Tensor) else torch.as_tensor(np.asarray(value))
+    except (TypeError, ValueError, RuntimeError) as e:
         raise ValueError(f"instance field '{name}' is not numeric: {e}") from None
+    if arr.dtype == torch.bool or arr.is_complex():
+        raise ValueError(f"instance field '{name}' must hold real numbers, got dtype {arr.dtype}")
+    arr = arr.to(device=device, dtype=torch.float32)
     if tuple(arr.shape) != tuple(shape):
         raise ValueError(f"instance field '{name}' must have shape {tuple(shape)}, got {tuple(arr.shape)}")
     if not torch.isfinite(arr).all():
@@ -370,10 +405,14 @@ def check_range(arr: Tensor, name: str, low: float, high: float) -> None:
                          f"got values in [{float(arr.min()):.6g}, {float(arr.max()):.6g}]")
 
 
-def instance_fields(data: Mapping[str, Any], required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
-    """The instance dict's fields, refusing missing and unknown keys by name."""
+def instance_fields(data: Any, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
+    """The instance's fields from a mapping or the problem's ``Instance`` (a NamedTuple, validated the same
+    way), refusing missing and unknown keys by name."""
+    if isinstance(data, tuple) and hasattr(data, "_asdict"):
+        data = data._asdict()
     if not isinstance(data, Mapping):
-        raise ValueError(f"an instance must be a mapping of arrays with keys {required}, got {type(data).__name__}")
+        raise ValueError(f"an instance must be a mapping of arrays with keys {required}, or the problem's "
+                         f"Instance, got {type(data).__name__}")
     missing = [k for k in required if k not in data]
     if missing:
         raise ValueError(f"instance lacks field(s) {missing}; expected {list(required + optional)}")
@@ -384,13 +423,14 @@ def instance_fields(data: Mapping[str, Any], required: tuple[str, ...], optional
 
 
 def batch_size_of(data: Mapping[str, Any], batched: bool) -> tuple[int, int]:
-    """(B, N) from the ``locs`` field: (N, 2) for one instance, (B, N, 2) for a batch."""
+    """(B, N) from the ``locs`` field: (N, 2) for one instance, (B, N, 2) for a batch (its shape is read
+    without copying it: a tensor may be on any device)."""
     try:
-        locs = np.asarray(data["locs"], dtype=np.float32)
-    except (TypeError, ValueError) as e:
+        shape = np.shape(data["locs"])
+    except ValueError as e:
         raise ValueError(f"instance field 'locs' is not a numeric array: {e}") from None
     want = 3 if batched else 2
-    if locs.ndim != want or locs.shape[-1] != 2:
-        shape = "(B, N, 2)" if batched else "(N, 2)"
-        raise ValueError(f"instance field 'locs' must have shape {shape}, got {locs.shape}")
-    return (locs.shape[0] if batched else 1), locs.shape[-2]
+    if len(shape) != want or shape[-1] != 2:
+        expected = "(B, N, 2)" if batched else "(N, 2)"
+        raise ValueError(f"instance field 'locs' must have shape {expected}, got {tuple(shape)}")
+    return (shape[0] if batched else 1), shape[-2]

@@ -23,7 +23,7 @@ from .base import Drawing, EnvDoc, PolicyInputs, Problem, as_float_tensor, dista
     interpolate_table, generation_device, visit, any_along_nodes
 
 CAPACITY = {10: 20.0, 20: 30.0, 50: 40.0, 100: 50.0}
-CAPACITY_TOLERANCE = 1e-5  # float32 slack when comparing loads with the capacity 1
+CAPACITY_TOLERANCE = 1e-5  # float32 slack when comparing loads with the capacity 1 (in the mask only)
 
 
 def capacity(num_customers: int) -> float:
@@ -113,7 +113,7 @@ class CVRP(Problem):
         check_range(locs, "locs", 0.0, 1.0)
         if (demand[:, 0] != 0).any():
             raise ValueError("instance field 'demand' must be 0 at the depot (node 0)")
-        if (demand[:, 1:] > 1.0 + CAPACITY_TOLERANCE).any():
+        if (demand[:, 1:] > 1.0).any():  # no slack: the observation space bounds demand by 1
             raise ValueError("instance field 'demand' exceeds the capacity (1.0) at a customer: infeasible")
         if (demand[:, 1:] <= 0).any():
             raise ValueError("instance field 'demand' must be > 0 for every customer")

@@ -26,10 +26,15 @@ PENALTY_SCALE = {20: 2.0, 50: 3.0, 100: 4.0}  # K in Kool's U(0, 3K/n) penalties
 PRIZE_TO_COLLECT = 1.0
 
 
+def penalty_scale(num_nodes: int) -> float:
+    """The generator's largest penalty for n nodes, ``3K/n`` (Kool's penalties are U(0, 3K/n))."""
+    return 3 * interpolate_table(PENALTY_SCALE, num_nodes) / num_nodes
+
+
 def penalty_bound(n_total: int) -> float:
-    """Observation bound of ``penalty``: ``sqrt(2) * N``, no tour is longer, so a larger penalty would
-    change no decision."""
-    return math.sqrt(2.0) * n_total
+    """Observation bound of ``penalty``: ``sqrt(2) * N`` (no tour is longer, so a larger penalty would
+    change no decision), or the generator's largest penalty 3K/n where that is larger (n = 1: 6)."""
+    return max(math.sqrt(2.0) * n_total, penalty_scale(n_total - 1))
 
 
 def prize_bound(n_total: int) -> float:
@@ -75,7 +80,7 @@ class PCTSP(Problem):
         action="the next node; 0 returns to the depot and ends the tour.",
         observation=(("locs", "float32", "(N, 2)", "coordinates in [0, 1], depot first"),
                      ("prize", "float32", "(N,)", "prize in [0, max(1, 4/n)], depot 0"),
-                     ("penalty", "float32", "(N,)", "penalty in [0, sqrt(2) N] if left unvisited, depot 0"),
+                     ("penalty", "float32", "(N,)", "penalty in [0, max(sqrt(2) N, 6/n)] if left unvisited, depot 0"),
                      ("prize_to_collect", "float32", "(1,)", "``max(0, 1 - prize collected)``"),
                      ("current_node", "int64 (``Discrete(N)``)", "()", "where the tour is (0 = depot)"),
                      ("step", "float32", "(1,)", "actions taken, in [0, N]")),
@@ -103,7 +108,7 @@ class PCTSP(Problem):
         n = check_num_nodes(num_nodes, minimum=1)
         dev = generation_device(generator, device)
         locs = torch.rand(batch_size, n + 1, 2, generator=generator, device=dev)
-        penalty = torch.rand(batch_size, n, generator=generator, device=dev) * (3 * interpolate_table(PENALTY_SCALE, n) / n)
+        penalty = torch.rand(batch_size, n, generator=generator, device=dev) * penalty_scale(n)
         prize = torch.rand(batch_size, n, generator=generator, device=dev) * (4.0 / n)
         zero = torch.zeros(batch_size, 1, device=dev)
         return PCTSPInstance(locs=locs, prize=torch.cat([zero, prize], 1), penalty=torch.cat([zero, penalty], 1))
@@ -111,7 +116,7 @@ class PCTSP(Problem):
     @staticmethod
     def instance_from(data, *, batched: bool = False, device: Any = None) -> PCTSPInstance:
         """Validated instance(s): ``locs`` (N, 2), ``prize`` (N,) in [0, max(1, 4/n)] and ``penalty`` (N,) in
-        [0, sqrt(2) N], both 0 at the depot (leading B axis when ``batched``)."""
+        [0, max(sqrt(2) N, 6/n)] (:func:`penalty_bound`), both 0 at the depot (leading B axis when ``batched``)."""
         data = instance_fields(data, ("locs", "prize", "penalty"))
         b, n = batch_size_of(data, batched)
         if n < 2:

@@ -23,13 +23,13 @@ needed for feasibility: a delivery never exceeds the remaining capacity, a full 
 ``u`` in [0, 1): exact by Sterbenz for u >= 1/2, else within half an ulp of 1; checked for every such
 float32). But where float32 rounding makes a load of whole units exceed 1 (demands 3/20, 9/20, 8/20 in
 that order leave 3e-8 of the last), that remainder stays and costs another trip, in the reference too.
-``CAPACITY_TOLERANCE`` only bounds the demands :meth:`instance_from` accepts (as CVRP's).
+:meth:`instance_from` accepts CVRP's demands, each in (0, 1].
 
 Step bound (:func:`max_steps`): every customer visit either finishes the customer (n of them) or fills
 the vehicle, which ends that route; so with F filling visits there are n + F customer visits, and the
 depot is never first, last or twice in a row, so steps <= 2 (n + F) - 1. Each filled route carries a load
 of 1 and the last route is not filled, so F < D, the total demand, up to float32 rounding (at most 2^-23 per
-visit: F (1 - 2^-22) < D + n 2^-23); with D <= n (1 + 1e-5) for accepted demands, F < n (1 + 1e-4).
+visit: F (1 - 2^-22) < D + n 2^-23); with D <= n for accepted demands, F < n (1 + 1e-4).
 """
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ class SPCTSP(Problem):
         action="the next node; 0 returns to the depot and ends the tour.",
         observation=(("locs", "float32", "(N, 2)", "coordinates in [0, 1], depot first"),
                      ("prize", "float32", "(N,)", "expected prize in [0, max(1, 4/n)], depot 0"),
-                     ("penalty", "float32", "(N,)", "penalty in [0, sqrt(2) N] if left unvisited, depot 0"),
+                     ("penalty", "float32", "(N,)", "penalty in [0, max(sqrt(2) N, 6/n)] if left unvisited, depot 0"),
                      ("prize_to_collect", "float32", "(1,)", "``max(0, 1 - real prize collected)``"),
                      ("current_node", "int64 (``Discrete(N)``)", "()", "where the tour is (0 = depot)"),
                      ("step", "float32", "(1,)", "actions taken, in [0, N]")),
