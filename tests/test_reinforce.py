@@ -134,3 +134,25 @@ def test_critic_baseline__resume_restores_the_critic_exactly(tmp_path, policy):
         for (name, p), q in zip(attrgetter(module)(straight).state_dict().items(),
                                 attrgetter(module)(resumed).state_dict().values()):
             assert torch.equal(p, q), (module, name)
+
+
+def test_init_from__starts_from_given_weights_and_export_counts_their_training(tmp_path):
+    from agents.policies.pretrained import export_policy, load_policy_file
+
+    first = Trainer(small_config(tmp_path / "a", epochs=1))
+    first.fit(progress=False, log=False)
+    export_policy(tmp_path / "a" / "run" / "last.pt", tmp_path / "first.pt")
+    config = small_config(tmp_path / "b", epochs=1, baseline="pomo", batch_size=16, model={},
+                          init_from=str(tmp_path / "first.pt"))
+    second = Trainer(config)
+    for p, q in zip(first.policy.parameters(), second.policy.parameters()):
+        assert torch.equal(p, q)
+    second.fit(progress=False, log=False)
+    meta = export_policy(tmp_path / "b" / "run" / "last.pt", tmp_path / "second.pt")
+    assert meta["instances_seen"] == 128 + 128 and meta["trainer"]["init_from"] == str(tmp_path / "first.pt")
+    assert meta["training_time_s"] > second.elapsed_s > 0
+    assert load_policy_file(tmp_path / "second.pt").config.embed_dim == SMALL_MODEL["embed_dim"]
+    with pytest.raises(ValueError, match="holds a tsp policy, not cvrp"):
+        Trainer(small_config(tmp_path / "c", problem="cvrp", model={}, init_from=str(tmp_path / "first.pt")))
+    with pytest.raises(ValueError, match="leave model empty"):
+        small_config(tmp_path / "d", init_from=str(tmp_path / "first.pt"))

@@ -165,6 +165,18 @@ def test_divergence__a_non_finite_loss_is_refused_before_the_step(tmp_path, monk
     assert all(torch.equal(p, before[k]) for k, p in trainer.policy.named_parameters())  # no step taken
 
 
+def test_divergence__a_failing_rollout_with_finite_outputs_is_a_bug_not_divergence(tmp_path, monkeypatch):
+    trainer = Trainer(tiny(tmp_path))
+
+    def broken(*args):
+        raise RuntimeError("shape mismatch in the decoder")
+
+    monkeypatch.setattr(trainer.sampler, "forward", broken)
+    with pytest.raises(RuntimeError, match="shape mismatch") as info:
+        trainer.train_batch()
+    assert not isinstance(info.value, TrainingDiverged)
+
+
 def test_cli__a_huge_learning_rate_ends_in_one_line_and_no_checkpoint(tmp_path, capsys):
     code = cli(["train", "--num-nodes", "6", "--epochs", "2", "--epoch-size", "128", "--batch-size", "32",
                 "--eval-size", "32", "--val-size", "32", "--lr", "1e6", "--out-dir", str(tmp_path / "r"),

@@ -78,6 +78,10 @@ class TrainConfig:
     """Wall-clock budget of the run in minutes (training, baseline tests and validation, summed over
     resumes), or None for none. The epoch in which it runs out stops early, is validated and saved, and
     the run ends: equal budgets compare recipes fairly."""
+    init_from: str | None = None
+    """A policy file or trainer checkpoint (or the reference weights of Kool et al.) whose weights start the
+    run, with their model settings (``model`` must then be empty): fine-tuning, a longer run with another
+    recipe, or transfer to another size. The optimiser and the baseline start afresh."""
     val_dataset: str | None = None
     """A dataset file (``routing_gym.data`` format) to validate on instead of ``val_size`` generated
     instances; when it holds reference costs (``ref_cost``) the metrics also record ``val_gap``, the mean
@@ -99,6 +103,8 @@ class TrainConfig:
         _require("bl_alpha", self.bl_alpha, float, "a number in (0, 1)", lambda v: 0 < v < 1)
         if self.max_minutes is not None:
             _require("max_minutes", self.max_minutes, float, "a finite number > 0 (or None)", lambda v: 0 < v < math.inf)
+        if self.init_from is not None and self.model:
+            raise ValueError("init_from takes its model settings from the weights it loads: leave model empty")
         if not isinstance(self.bf16, bool):
             raise ValueError(f"bf16 must be True or False, got {self.bf16!r}")
 

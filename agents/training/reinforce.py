@@ -87,7 +87,10 @@ class Trainer:
         self.cfg = config
         self.device = parse_device(config.device)
         self.problem = get_problem(config.problem)
-        if policy is None:
+        self.prior = {"instances_seen": 0, "elapsed_s": 0.0}  # training of the weights the run started from
+        if policy is None and config.init_from is not None:
+            policy, self.prior = _initial_weights(config)
+        elif policy is None:
             with torch.random.fork_rng(devices=[]):  # seeded initial weights, global RNG left as it was
                 torch.manual_seed(config.seed)
                 policy = build_policy(config.policy, dict(config.model, problem=config.problem))
@@ -166,10 +169,10 @@ class Trainer:
             try:
                 cost, log_likelihood = self.sampler(self.env, rollouts, self.generator, first_actions,
                                                     self.baseline.rollouts_per_instance)
-            except RuntimeError as e:  # sampling from non-finite probabilities (overflowing weights)
-                if isinstance(e, torch.OutOfMemoryError):
+            except RuntimeError as e:  # sampling from non-finite probabilities (overflowing weights)?
+                if isinstance(e, torch.OutOfMemoryError) or self._finite_outputs(rollouts):
                     raise
-                raise TrainingDiverged(f"the sampled rollout failed ({e})") from e
+                raise TrainingDiverged(f"the policy's probabilities are not finite ({e})") from e
         bl = self.baseline.values(instances, cost.detach())
         loss = ((cost - bl).detach() * log_likelihood).mean()
         self.optimizer.zero_grad(set_to_none=True)
@@ -182,6 +185,17 @@ class Trainer:
         self.optimizer.step()
         self.instances_seen += cfg.batch_size
         return float(gather_costs(cost.mean()[None]).mean()), grad_norm
+
+    @torch.no_grad()
+    def _finite_outputs(self, instances) -> bool:
+        """Are the policy's first-step log-probabilities on (the first rows of) ``instances`` finite where
+        allowed? (Told apart from a bug when a rollout fails.)"""
+        rows = select_rows(instances, slice(0, 8))
+        env = make_env(self.cfg.problem, self.cfg.num_nodes, rows.locs.shape[0], self.device, **self.cfg.variant)
+        obs, _ = env.unwrapped.reset(options={"instances": rows})
+        logp, _ = self.policy.log_probs(self.policy.precompute(obs), obs)
+        allowed = obs["action_mask"].bool()
+        return self._finite_weights() and bool(torch.isfinite(logp[allowed]).all())
 
     def _finite_weights(self) -> bool:
         return all(bool(torch.isfinite(p).all()) for p in self.policy.parameters())
@@ -314,6 +328,7 @@ class Trainer:
             "elapsed_s": self.elapsed_s,
             "best_val": self.best_val,
             "history": [dict(row) for row in self.history],
+            "prior": dict(self.prior),
         }
 
     def _gather_generator_states(self) -> list[Tensor]:
@@ -389,7 +404,28 @@ class Trainer:
                                                                                  trainer.epoch)
         trainer.best_val = float(ckpt.get("best_val", min((r["val_cost"] for r in trainer.history), default=math.inf)))
         trainer.run_dir = path.parent
+        trainer.prior = dict(ckpt.get("prior", trainer.prior))
         return trainer
+
+
+def _initial_weights(cfg: TrainConfig) -> tuple[nn.Module, dict]:
+    """The policy of ``cfg.init_from`` and how much training it had (instances, seconds) where recorded."""
+    from ..policies.pretrained import load_policy_file
+
+    policy = load_policy_file(cfg.init_from)
+    if policy.config.problem != cfg.problem:
+        raise ValueError(f"init_from {cfg.init_from} holds a {policy.config.problem} policy, not {cfg.problem}")
+    prior = {"instances_seen": 0, "elapsed_s": 0.0}
+    path = Path(cfg.init_from)
+    if path.is_file():
+        try:
+            ckpt = load_checkpoint(path)
+        except ValueError:  # the reference weights: their training is not recorded in them
+            ckpt = {}
+        meta = ckpt.get("meta", {})
+        prior["instances_seen"] = int(ckpt.get("instances_seen", meta.get("instances_seen", 0)))
+        prior["elapsed_s"] = float(ckpt.get("elapsed_s", meta.get("training_time_s", 0.0)))
+    return policy.train(), prior
 
 
 def _progress(total: int, desc: str, enabled: bool):

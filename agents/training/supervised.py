@@ -70,7 +70,7 @@ def teacher_forcing_nll(policy, problem: str, instances, actions: Tensor, env=No
     for t in range(actions.shape[1]):
         a = actions[:, t]
         counted = ~env.state.done
-        allowed = obs["action_mask"].gather(1, a[:, None]).squeeze(1)
+        allowed = obs["action_mask"].gather(1, a[:, None]).squeeze(1).bool()
         if not bool((allowed | ~counted).all()):
             row = int((~allowed & counted).nonzero()[0])
             raise ValueError(f"label of instance {row} takes masked action {int(a[row])} at step {t}")
