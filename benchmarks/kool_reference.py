@@ -1,6 +1,7 @@
 """Kool et al.'s published weights run by our code: greedy mean cost vs the paper's Table 1, and time.
 
-Loads each reference model from ``../shared/reference-models/kool2019/`` (beside the repository) with
+Loads each reference model (not part of this repository: a copy of the ``pretrained/`` folder of
+wouterkool/attention-learn-to-route, in the folder ``REFERENCE`` below names) with
 :func:`agents.policies.kool_weights.load_kool_weights`, decodes a seeded generated test set greedily on
 the vector env (:func:`agents.inference.rollout.evaluate`) and prints one markdown row per problem and
 size::

@@ -9,8 +9,9 @@ else LKH / OR-Tools / PyVRP, whichever are installed) and the wall-clock time fo
     python benchmarks/quality.py --num-instances 10000 --time-limit 1 --workers 16 --policy kool pretrained
     python benchmarks/quality.py --policy 'runs/{problem}{n}/last.pt' --problems tsp cvrp
 
-``--policy`` takes one or more of: ``kool`` (the published weights of Kool et al.,
-``../shared/reference-models/kool2019`` beside the repository), ``pretrained`` (the models shipped in
+``--policy`` takes one or more of: ``kool`` (the published weights of Kool et al., not part of this
+repository: a copy of the ``pretrained/`` folder of wouterkool/attention-learn-to-route in the folder
+``KOOL`` below names), ``pretrained`` (the models shipped in
 ``agents/weights``) or a checkpoint path with ``{problem}`` and ``{n}`` filled in. A policy is decoded by
 the ``--strategies`` of :mod:`agents.inference.search`: greedily, by best of ``--samples`` samples, by
 beam search of width ``--beam-width`` and by multi-start with the 8 augmentations. Problems and sizes a policy has

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -20,7 +19,6 @@ from agents.policies.kool_weights import load_kool_weights
 from routing_gym.problems import get_problem
 
 PROBLEMS = tuple(routing_gym.PROBLEMS)  # every problem in the registry
-REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference-models" / "kool2019"
 # folder, problem, env variant, published greedy mean cost at n = 20 (Table 1 of the paper)
 KOOL_20 = [("tsp_20", "tsp", {}, 3.85), ("cvrp_20", "cvrp", {}, 6.40),
            ("op_dist_20", "op", {"prize_type": "dist"}, -5.19), ("pctsp_det_20", "pctsp", {}, 3.18),
@@ -38,12 +36,6 @@ def reset_env(problem: str, num_nodes: int, batch: int, seed: int = 0, **variant
     instances = get_problem(problem).generate(batch, num_nodes, generator=generator, **variant)
     obs, _ = env.reset(options={"instances": instances})
     return env, instances, obs
-
-
-def reference_models():
-    if not REFERENCE.is_dir():
-        pytest.skip(f"reference weights not found at {REFERENCE} (../shared is absent)")
-    return REFERENCE
 
 
 def test_log_probs__tsp_uses_the_placeholder_at_step_0():
@@ -143,18 +135,19 @@ def kool_first_step(state: dict, obs: dict, features: tuple[str, ...], scalar: s
     glimpse_k, glimpse_v, logit_k = F.linear(h, state["project_node_embeddings.weight"]).chunk(3, dim=-1)
     compat = torch.einsum("bhk,bnhk->bhn", query.view(b, heads, -1), glimpse_k.view(b, n, heads, -1)) \
         / math.sqrt(d // heads)
-    compat = compat.masked_fill(~obs["action_mask"][:, None], -math.inf)
+    mask = obs["action_mask"].bool()  # int8 in the env, as its space declares
+    compat = compat.masked_fill(~mask[:, None], -math.inf)
     glimpse = torch.einsum("bhn,bnhk->bhk", compat.softmax(-1), glimpse_v.view(b, n, heads, -1)).reshape(b, d)
     logits = F.linear(glimpse, state["project_out.weight"])[:, None] @ logit_k.transpose(1, 2) / math.sqrt(d)
-    return (10 * torch.tanh(logits[:, 0])).masked_fill(~obs["action_mask"], -math.inf).log_softmax(-1)
+    return (10 * torch.tanh(logits[:, 0])).masked_fill(~mask, -math.inf).log_softmax(-1)
 
 
 @pytest.mark.parametrize("folder, problem, variant, features, scalar", [
     ("tsp_20", "tsp", {}, (), None), ("cvrp_20", "cvrp", {}, ("demand",), "remaining_capacity"),
     ("op_dist_20", "op", {"prize_type": "dist"}, ("prize",), "remaining_length"),
     ("pctsp_det_20", "pctsp", {}, ("prize", "penalty"), "prize_to_collect")])
-def test_kool_weights__first_step_matches_their_formulas(folder, problem, variant, features, scalar):
-    path = reference_models() / folder / "epoch-99.pt"
+def test_kool_weights__first_step_matches_their_formulas(kool_weights, folder, problem, variant, features, scalar):
+    path = kool_weights / folder / "epoch-99.pt"
     model = load_kool_weights(path)
     state = torch.load(path, weights_only=True)["model"]
     _, _, obs = reset_env(problem, 20, 64, seed=5, **variant)
@@ -165,8 +158,8 @@ def test_kool_weights__first_step_matches_their_formulas(folder, problem, varian
 
 
 @pytest.mark.parametrize("folder, problem, variant, published", KOOL_20)
-def test_kool_weights__greedy_cost_matches_table_1(folder, problem, variant, published):
-    model = load_kool_weights(reference_models() / folder)
+def test_kool_weights__greedy_cost_matches_table_1(kool_weights, folder, problem, variant, published):
+    model = load_kool_weights(kool_weights / folder)
     assert model.config.problem == problem and not model.training
     instances = get_problem(problem).generate(2000, 20, generator=torch.Generator().manual_seed(1234), **variant)
     with torch.inference_mode():
@@ -174,8 +167,8 @@ def test_kool_weights__greedy_cost_matches_table_1(folder, problem, variant, pub
     assert abs(cost - published) <= 0.01 * abs(published), f"{folder}: our greedy mean {cost:.4f} vs {published}"
 
 
-def test_kool_weights__clear_errors_name_the_file(tmp_path):
-    source = reference_models() / "cvrp_20"
+def test_kool_weights__clear_errors_name_the_file(kool_weights, tmp_path):
+    source = kool_weights / "cvrp_20"
     state = torch.load(source / "epoch-99.pt", weights_only=True)["model"]
     (tmp_path / "args.json").write_text(json.dumps({"problem": "vrptw", "model": "attention"}))
     torch.save({"model": state}, tmp_path / "epoch-99.pt")

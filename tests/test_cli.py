@@ -1,11 +1,19 @@
 """The ``routing-gym`` command line: render and eval with heuristics, errors as messages."""
+import argparse
+import dataclasses
 import importlib.util
+import io
+import shlex
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from agents.apps.cli import main
+
+DATA = Path(__file__).resolve().parent / "data"  # public TSPLIB / CVRPLIB files, sources in data/README.md
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def test_render__records_a_comparison_gif(tmp_path, capsys):
@@ -34,14 +42,158 @@ def test_errors__are_reported_without_a_traceback(tmp_path, capsys):
 
 
 def test_eval__real_instances_table_with_gap(capsys):
-    from pathlib import Path
-
-    data = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-    if not (data / "E-n22-k4.vrp").exists():
-        pytest.skip("shared data not present")
-    assert main(["eval", "--problem", "cvrp", "--policy", "nearest", "--instances", str(data / "E-n22-k4.vrp")]) == 0
+    pytest.importorskip("vrplib")
+    assert main(["eval", "--problem", "cvrp", "--policy", "nearest", "--instances", str(DATA / "E-n22-k4.vrp")]) == 0
     out = capsys.readouterr().out
     assert "| E-n22-k4 | cvrp | 21 |" in out and "375 (comment)" in out
+    assert "| 4 (k = 4) |" in out and "note:" not in out  # nearest neighbour uses the file's 4 vehicles
+
+
+def readme_command(marker: str) -> list[str]:
+    """The arguments of the README's ``routing-gym ...`` line holding ``marker``, as written there."""
+    line = next(line for line in README.read_text().splitlines() if marker in line and "routing-gym " in line)
+    command = line.split("routing-gym ", 1)[1].split("#")[0]
+    return shlex.split(command)
+
+
+def test_eval__readme_real_instance_example_uses_the_nearest_shipped_size(monkeypatch, capsys):
+    """README: `routing-gym eval --problem cvrp --policy pretrained --instances E-n51-k5.vrp` (n = 50, while
+    the shipped CVRP model has n = 20) was refused ("no shipped model for cvrp-50")."""
+    pytest.importorskip("vrplib")
+    argv = readme_command("--instances E-n51-k5.vrp")
+    assert argv == ["eval", "--problem", "cvrp", "--policy", "pretrained", "--instances", "E-n51-k5.vrp"]
+    monkeypatch.chdir(DATA)
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "| E-n51-k5 | cvrp | 50 |" in out and "521 (comment)" in out and "(k = 5) |" in out
+    assert "no shipped cvrp model for n = 50; using the cvrp-20 model" in err
+
+
+def test_eval__a_file_that_cannot_be_evaluated_is_skipped_and_named(tmp_path, capsys):
+    pytest.importorskip("vrplib")
+    matrix = tmp_path / "matrix.vrp"  # a distance matrix without coordinates: cannot be represented
+    matrix.write_text("NAME : matrix\nTYPE : CVRP\nDIMENSION : 3\nCAPACITY : 10\nEDGE_WEIGHT_TYPE : EXPLICIT\n"
+                      "EDGE_WEIGHT_FORMAT : FULL_MATRIX\nEDGE_WEIGHT_SECTION\n0 1 2\n1 0 3\n2 3 0\n"
+                      "DEMAND_SECTION\n1 0\n2 1\n3 1\nDEPOT_SECTION\n1\n-1\nEOF\n")
+    broken = tmp_path / "broken.tsp"
+    broken.write_text("NAME : broken\nTYPE : TSP\nDIMENSION : 3\nEDGE_WEIGHT_TYPE : EUC_2D\nNODE_COORD_SECTION\n"
+                      "1 0 0\n2 1 1\nEOF\n")  # one row short
+    good = str(DATA / "E-n22-k4.vrp")
+    assert main(["eval", "--policy", "nearest", "--instances", str(matrix), good, str(broken)]) == 0
+    out, err = capsys.readouterr()
+    assert "| E-n22-k4 | cvrp | 21 |" in out and "2 file(s) skipped: matrix.vrp, broken.tsp" in out
+    skipped = err.strip().splitlines()
+    assert len(skipped) == 2
+    assert f"skipped {matrix}: EDGE_WEIGHT_TYPE EXPLICIT" in skipped[0]
+    assert f"skipped {broken}: DIMENSION is 3 but NODE_COORD_SECTION has 2 rows" in skipped[1]
+    # nothing evaluated: an error, exit code 2
+    assert main(["eval", "--policy", "nearest", "--instances", str(matrix), str(broken)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and "none of the 2 files could be evaluated" in err[-1]
+    refused(capsys, ["eval", "--policy", "nearest", "--instances", str(matrix)], str(matrix), "EXPLICIT")
+    refused(capsys, ["eval", "--policy", "no-such-policy", "--instances", good, good], "neither a heuristic")
+
+
+CVRP_HEADER = "NAME : {name}\nCOMMENT : ({comment})\nTYPE : CVRP\nDIMENSION : 5\nEDGE_WEIGHT_TYPE : EUC_2D\n"
+CVRP_BODY = ("CAPACITY : 10\nNODE_COORD_SECTION\n1 0 0\n2 0 10\n3 0 20\n4 10 0\n5 20 0\n"
+             "DEMAND_SECTION\n1 0\n2 5\n3 5\n4 5\n5 5\nDEPOT_SECTION\n1\n-1\nEOF\n")
+
+
+def test_eval__cvrp_routes_against_the_files_vehicle_count(tmp_path, capsys):
+    """CVRPLIB's values are for exactly k vehicles (the name's -kK, or the COMMENT's "No of trucks");
+    the env's fleet is unlimited, so the table reports the routes used and a note explains a mismatch."""
+    pytest.importorskip("vrplib")
+    named = tmp_path / "T-n5-k1.vrp"  # two routes are needed (total demand 20, capacity 10)
+    named.write_text(CVRP_HEADER.format(name="T-n5-k1", comment="k in the name") + CVRP_BODY)
+    commented = tmp_path / "plain.vrp"
+    commented.write_text(CVRP_HEADER.format(name="plain", comment="Augerat-style, No of trucks: 2, Best value: 80")
+                         + CVRP_BODY)
+    assert main(["eval", "--policy", "nearest", "--instances", str(named), str(commented)]) == 0
+    out = capsys.readouterr().out
+    assert "| T-n5-k1 | cvrp | 4 |" in out and "| 2 (k = 1) |" in out
+    assert "| plain | cvrp | 4 | 80 | 80 (comment) | 0.00% | 2 (k = 2) |" in out  # "Best value" read too
+    notes = [line for line in out.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "T-n5-k1: 2 routes where its reference is for exactly k = 1 vehicles" in notes[0]
+
+
+def test_eval__pretrained_without_num_nodes_uses_the_shipped_size(capsys):
+    assert main(["eval", "--problem", "tsp", "--policy", "pretrained", "--num-instances", "10"]) == 0
+    assert "tsp-20 pretrained greedy: mean cost" in capsys.readouterr().out
+    refused(capsys, ["eval", "--problem", "sdvrp", "--policy", "pretrained"], "no shipped model for sdvrp")
+    refused(capsys, ["eval", "--problem", "tsp", "--policy", "nearest"], "needs --num-nodes")
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_eval__progress_bar_on_a_terminal_unless_no_progress(monkeypatch, capsys):
+    argv = ["eval", "--problem", "tsp", "--num-nodes", "5", "--policy", "nearest", "--num-instances", "40",
+            "--batch-size", "10"]
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(argv) == 0
+    assert "/40 [" in terminal.getvalue() and "instance/s" in terminal.getvalue()  # tqdm's bar
+    terminal.seek(0), terminal.truncate()
+    assert main(argv + ["--no-progress"]) == 0
+    assert terminal.getvalue() == ""
+    monkeypatch.undo()
+    assert main(argv) == 0  # not a terminal: no bar
+    assert capsys.readouterr().err == ""
+
+
+def test_eval__decoding_in_steps_for_the_progress_bar_changes_no_cost(capsys):
+    """eval decodes --batch-size instances per call (the progress bar's steps); the decoders cut their rows
+    at the same places, so even sampled costs equal those of one call over all instances."""
+    from agents.inference.search import decode
+    from agents.policies.pretrained import load_pretrained
+    from routing_gym.problems import get_problem
+
+    tsp = get_problem("tsp")
+    instances = tsp.generate(12, 20, generator=torch.Generator().manual_seed(4321))
+    with torch.no_grad():
+        whole = decode(load_pretrained("tsp", 20), tsp, instances, "sample", num_samples=4, batch_size=5,
+                       generator=torch.Generator().manual_seed(4321)).cost
+    assert main(["eval", "--problem", "tsp", "--policy", "pretrained", "--num-instances", "12", "--decode", "sample",
+                 "--samples", "4", "--batch-size", "5"]) == 0
+    assert f"mean cost {whole.mean():.4f} " in capsys.readouterr().out
+
+
+def test_help__every_command_with_a_line_and_every_default_shown():
+    from agents.apps.cli import build_parser
+    from agents.training.config import TrainConfig
+
+    parser = build_parser()
+    listing = parser.format_help()
+    commands = parser._subparsers._group_actions[0]
+    assert set(commands.choices) == {"train", "eval", "solve", "render", "compare", "export", "play"}
+    for name, sub in commands.choices.items():
+        line = next(line for line in listing.splitlines() if line.strip().startswith(name + " "))
+        assert len(line.split(name, 1)[1].strip()) > 10, line  # a one-line summary beside each name
+        for action in sub._actions:
+            if action.option_strings and action.default not in (None, False, argparse.SUPPRESS):
+                assert "(default: " in sub._get_formatter()._get_help_string(action), (name, action.option_strings)
+    assert "docs/contract.md" in listing
+    # train's options default to None (TrainConfig fills them in): their help names TrainConfig's default
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)
+                if f.default not in (None, dataclasses.MISSING) and f.name != "out_dir"}  # the CLI's is runs/PN
+    train = [a for a in commands.choices["train"]._actions if a.dest in defaults and a.nargs != 0]
+    assert {a.dest for a in train} >= {"problem", "num_nodes", "epochs", "epoch_size", "batch_size", "lr", "seed"}
+    for action in train:
+        assert f"(default: {defaults[action.dest]})" in action.help, action.option_strings
+
+
+def test_compare__picture_goes_under_runs_by_default(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("PIL")
+    pytest.importorskip("pygame")
+    monkeypatch.chdir(tmp_path)
+    assert main(COMPARE + ["--no-picture"]) == 0
+    assert list(tmp_path.iterdir()) == []
+    assert main(COMPARE) == 0
+    assert "saved the picture in runs/compare.png" in capsys.readouterr().out
+    assert [str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()] == ["runs/compare.png"]
+    refused(capsys, COMPARE + ["--no-picture", "--out", "x.png"], "--no-picture")
 
 
 def test_eval__multistart_is_no_worse_than_greedy(capsys):

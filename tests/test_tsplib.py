@@ -14,7 +14,7 @@ from agents.references.heuristics import NearestNeighbour  # noqa: E402
 from routing_gym import tsplib  # noqa: E402
 
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parent / "data"  # public TSPLIB / CVRPLIB files, sources in data/README.md
 
 # TSPLIB's optimal tours (eil51.opt.tour, berlin52.opt.tour), 1-based node ids
 EIL51_OPT = [1, 22, 8, 26, 31, 28, 3, 36, 35, 20, 2, 29, 21, 16, 50, 34, 30, 9, 49, 10, 39, 33, 45, 15, 44, 42, 40,
@@ -27,8 +27,7 @@ E_N22_K4_LKH_TOUR = [1, 10, 8, 6, 3, 2, 7, 23, 18, 21, 19, 16, 13, 25, 11, 9, 4,
 
 def data_file(name):
     path = DATA / name
-    if not path.is_file():
-        pytest.skip(f"{path} not available")
+    assert path.is_file(), f"{path} is shipped with the tests"
     return path
 
 
@@ -74,6 +73,20 @@ def test_reference__opt_tour_beside_the_instance_table_and_comment(tmp_path):
     assert tsplib.load(data_file("berlin52.tsp"), table={"berlin52": 7542}).reference_source == "table"
     cvrp = tsplib.load(data_file("E-n22-k4.vrp"))
     assert (cvrp.reference, cvrp.reference_source) == (375, "comment")
+
+
+@pytest.mark.parametrize("comment, value", [
+    ("(Augerat et al, Min no of trucks: 2, Best value: 450)", 450),  # CVRPLIB's sets A, B and P
+    ("(Christophides and Eilon, Min no of trucks: 2, Optimal value: 375)", 375),  # set E
+    ("Best known solution = 1234.5", 1234.5),
+])
+def test_reference__optimal_or_best_value_in_the_comment(tmp_path, comment, value):
+    path = tmp_path / "P-n4-k2.vrp"
+    path.write_text(f"NAME : P-n4-k2\nCOMMENT : {comment}\nTYPE : CVRP\nDIMENSION : 4\nEDGE_WEIGHT_TYPE : EUC_2D\n"
+                    "CAPACITY : 10\nNODE_COORD_SECTION\n1 0 0\n2 0 10\n3 10 0\n4 10 10\n"
+                    "DEMAND_SECTION\n1 0\n2 5\n3 5\n4 5\nDEPOT_SECTION\n1\n-1\nEOF\n")
+    real = tsplib.load(path)
+    assert (real.reference, real.reference_source) == (value, "comment")
 
 
 def test_cvrp__loading_demands_capacity_and_the_optimal_routes(tmp_path):

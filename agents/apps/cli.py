@@ -1,4 +1,8 @@
-"""``routing-gym`` command line: train, eval, render, play."""
+"""The routing-gym command line: train, eval, solve, render, compare, export and play.
+
+Each command has its own --help, which shows every option's default. Observation keys, episode
+semantics and the dataset format are described in docs/contract.md.
+"""
 from __future__ import annotations
 
 import argparse
@@ -6,6 +10,7 @@ import dataclasses
 import importlib.util
 import math
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -15,6 +20,7 @@ import torch
 from routing_gym.problems import PROBLEMS, get_problem
 
 PROBLEM_CHOICES = sorted(PROBLEMS)
+COMPARE_PICTURE = "runs/compare.png"  # where `routing-gym compare` saves its picture unless told otherwise
 # every problem option declared in the registry (OP's prize_type), as --prize-type, ...: (choices, default)
 VARIANT_OPTIONS = {key: spec for p in PROBLEMS.values() for key, spec in p.variants.items()}
 
@@ -24,9 +30,27 @@ class UsageError(Exception):
     """A command line the parser rejects (:class:`Parser`); :func:`main` prints it as one line."""
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """--help text with ``(default: X)`` after every option that has a default (not for flags, nor where
+    the help already says its default)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (action.option_strings and default is not None and default is not False and default is not argparse.SUPPRESS
+                and "default" not in text):
+            text += " (default: %(default)s)"
+        return text
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, except that a rejected command line raises :class:`UsageError` (one line, the command
-    and the fault) instead of printing the usage and exiting; the subcommands' parsers are of this class too."""
+    and the fault) instead of printing the usage and exiting, and that --help shows the defaults
+    (:class:`HelpFormatter`); the subcommands' parsers are of this class too."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         raise UsageError(f"{self.prog}: error: {message} (see {self.prog} --help)")
@@ -145,7 +169,7 @@ def add_variant_args(parser: argparse.ArgumentParser) -> None:
     """One ``--option`` per problem option the registry declares (``--prize-type`` for OP)."""
     for key, spec in VARIANT_OPTIONS.items():
         parser.add_argument(f"--{key.replace('_', '-')}", choices=spec.choices,
-                            help=f"{spec.doc} (problems that take it; default {spec.default})")
+                            help=f"{spec.doc.replace('``', '')} (problems that take it)")
 
 
 def variant_of(args: argparse.Namespace, problem) -> dict:
@@ -160,6 +184,7 @@ def load_policy(spec: str, problem: str, num_nodes: int, device="cpu"):
     al., told apart by their content)."""
     from ..references.heuristics import HEURISTICS
 
+    check_policy_spec(spec)
     if spec in HEURISTICS:
         return HEURISTICS[spec](problem)
     if spec == "pretrained":
@@ -167,15 +192,29 @@ def load_policy(spec: str, problem: str, num_nodes: int, device="cpu"):
 
         return load_pretrained(problem, num_nodes, device=device)
     path = Path(spec)
-    if not path.exists():
-        raise ValueError(f"policy {spec!r} is neither a heuristic ({sorted(HEURISTICS)}), 'pretrained', "
-                         f"nor an existing checkpoint file")
     from ..policies.pretrained import load_policy_file
 
     policy = load_policy_file(path, device=device)
     if policy.config.problem != problem:
         raise ValueError(f"checkpoint {path} holds a {policy.config.problem} policy, not {problem}")
     return policy
+
+
+def check_policy_spec(spec: str) -> None:
+    """``ValueError`` unless ``spec`` is a heuristic's name, ``pretrained`` or an existing path."""
+    from ..references.heuristics import HEURISTICS
+
+    if spec not in HEURISTICS and spec != "pretrained" and not Path(spec).exists():
+        raise ValueError(f"policy {spec!r} is neither a heuristic ({sorted(HEURISTICS)}), 'pretrained', "
+                         f"nor an existing checkpoint file")
+
+
+def progress_bar(args, total: int, unit: str):
+    """A tqdm bar on stderr; none with ``--no-progress`` or when stderr is not a terminal."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit=unit, file=sys.stderr, leave=False,
+                disable=args.no_progress or not sys.stderr.isatty())
 
 
 def cmd_train(args) -> int:
@@ -221,7 +260,7 @@ def cmd_eval(args) -> int:
 
     gen = torch.Generator(device=args.device).manual_seed(args.seed)
     options = dict(num_samples=args.samples, beam_width=args.beam_width, augment=args.augment,
-                   batch_size=args.batch_size, generator=gen)
+                   batch_size=args.batch_size, generator=gen, temperature=args.temperature)
     if args.instances:
         return eval_real_instances(args, options)
     if args.problem is None:
@@ -238,17 +277,22 @@ def cmd_eval(args) -> int:
             extras = {k: v[:args.limit] for k, v in extras.items()}
             source = f"the first {len(instances.locs)} instances of {args.dataset}"
     else:
-        if args.num_nodes is None:
-            raise ValueError("eval needs --num-nodes (or --dataset, or --instances)")
-        num_nodes = args.num_nodes
+        num_nodes = args.num_nodes if args.num_nodes is not None else default_num_nodes(args.policy, args.problem)
         instances = problem.generate(args.num_instances, num_nodes, generator=torch.Generator().manual_seed(args.seed),
                                      **variant)
         source = f"{args.num_instances} seeded instances (seed {args.seed})"
     policy = load_policy(args.policy, args.problem, num_nodes, device=args.device)
+    instances = instances.__class__(*(f.to(args.device) for f in instances))
+    total, costs = len(instances.locs), []
     start = time.perf_counter()
-    with torch.no_grad():
-        costs = decode(policy, problem, instances.__class__(*(f.to(args.device) for f in instances)),
-                       args.decode, **options).cost
+    # --batch-size instances per call: the decoders cut their rows (instance-major) at the same places,
+    # so the costs, sampled ones included, are those of a single call over all instances
+    with torch.no_grad(), progress_bar(args, total, "instance") as bar:
+        for first in range(0, total, args.batch_size):
+            chunk = select_rows(instances, slice(first, first + args.batch_size))
+            costs.append(decode(policy, problem, chunk, args.decode, **options).cost)
+            bar.update(len(chunk.locs))
+    costs = torch.cat(costs)
     elapsed = time.perf_counter() - start
     line = (f"{args.problem}-{num_nodes} {args.policy} {describe_decoding(args)}: mean cost {costs.mean():.4f} "
             f"on {source} in {elapsed:.2f} s")
@@ -260,14 +304,37 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def default_num_nodes(policy: str, problem: str) -> int:
+    """``eval``'s size when ``--num-nodes`` is not given: the shipped model's, for ``--policy pretrained``
+    (when one size of it is shipped); otherwise ``ValueError`` asking for ``--num-nodes``."""
+    if policy == "pretrained":
+        from ..policies.pretrained import available_pretrained, pretrained_sizes
+
+        sizes = pretrained_sizes(problem)
+        if len(sizes) == 1:
+            return sizes[0]
+        if not sizes:
+            raise ValueError(f"no shipped model for {problem}; available: {available_pretrained() or 'none'}")
+        raise ValueError(f"eval needs --num-nodes: {problem} models are shipped for n = "
+                         f"{', '.join(map(str, sizes))}")
+    raise ValueError("eval needs --num-nodes (or --dataset, or --instances)")
+
+
 def describe_decoding(args) -> str:
-    detail = {"sample": f" x{args.samples}", "beam": f" width {args.beam_width}"}.get(args.decode, "")
+    temperature = f" at temperature {args.temperature:g}" if args.temperature != 1 else ""
+    detail = {"sample": f" x{args.samples}{temperature}", "beam": f" width {args.beam_width}"}.get(args.decode, "")
     return args.decode + detail + (f", augment x{args.augment}" if args.augment > 1 else "")
 
 
 def eval_real_instances(args, options) -> int:
     """TSPLIB / VRPLIB files (or glob patterns): decode on the unit-square scaling, cost in the file's
-    own units, gap to its reference (.sol / .opt.tour beside it, --reference-table, or its COMMENT)."""
+    own units, gap to its reference (.sol / .opt.tour beside it, --reference-table, or its COMMENT).
+
+    A file that cannot be evaluated (unreadable, a distance matrix without coordinates, a refused tour,
+    ...) is skipped and named on stderr with the reason, and the others go on; the command fails only
+    when none could be evaluated. ``--policy pretrained`` decodes each file with the shipped model of the
+    nearest size (a note says so). CVRP rows report the routes used against the file's vehicle count k.
+    """
     import glob
 
     from routing_gym import tsplib
@@ -284,22 +351,115 @@ def eval_real_instances(args, options) -> int:
         if not Path(p).exists():
             raise FileNotFoundError(f"--instances {p}: no such file (and no file matches it as a pattern)")
     table = reference_table(args.reference_table) if args.reference_table else None
-    policies = {}
+    check_policy_spec(args.policy)
+    policies, decoded, notes = {}, {}, []
+
+    def say(message: str) -> None:  # on stderr, without breaking the progress bar
+        from tqdm import tqdm
+
+        tqdm.write(message, file=sys.stderr)
+
+    def policy_for(problem_name: str, n: int):
+        size = None
+        if args.policy == "pretrained":
+            from ..policies.pretrained import nearest_pretrained_size
+
+            size = nearest_pretrained_size(problem_name, n)
+            note = (f"note: no shipped {problem_name} model for n = {n}; using the {problem_name}-{size} model "
+                    "(the nearest size shipped)")
+            if size != n and note not in notes:
+                notes.append(note)
+                say(note)
+        key = (problem_name, size)  # checkpoints load once
+        if key not in policies:
+            policies[key] = load_policy(args.policy, problem_name, size or n, device=args.device)
+        return policies[key]
 
     def tours(problem_name, instance):
-        n = get_problem(problem_name).size_of(instance)
-        key = (problem_name, n if args.policy == "pretrained" else None)  # checkpoints load once
-        if key not in policies:
-            policies[key] = load_policy(args.policy, problem_name, n, device=args.device)
+        policy = policy_for(problem_name, get_problem(problem_name).size_of(instance))
         instance = type(instance)(*(f.to(args.device) for f in instance))
         with torch.no_grad():
-            return decode(policies[key], get_problem(problem_name), instance, args.decode, **options).tours
+            decoded["tours"] = decode(policy, get_problem(problem_name), instance, args.decode, **options).tours
+        return decoded["tours"]
 
+    rows, skipped = [], []
     start = time.perf_counter()
-    rows = tsplib.evaluate(paths, tours, table=table)
-    print(f"{args.policy} {describe_decoding(args)}: {len(rows)} instance(s) in {time.perf_counter() - start:.2f} s")
-    print(tsplib.format_rows(rows))
+    with progress_bar(args, len(paths), "file") as bar:
+        for p in paths:
+            try:
+                row, = tsplib.evaluate([p], tours, table=table)
+            except (ValueError, OSError) as e:  # this file's fault (or the policy's on it): the others go on
+                message = os_error_message(e) if isinstance(e, OSError) else one_line(str(e))
+                reason = message.removeprefix(f"{p}: ").removeprefix(f"{Path(p)}: ")
+                skipped.append((p, reason))
+                if len(paths) > 1:
+                    say(f"routing-gym eval: skipped {p}: {reason}")
+            else:
+                if row["problem"] == "cvrp":
+                    row["routes"], row["vehicles"] = count_routes(decoded["tours"]), vehicle_count(p, row["name"])
+                rows.append(row)
+            bar.update()
+    if not rows:
+        if len(skipped) == 1:
+            raise ValueError(f"{skipped[0][0]}: {skipped[0][1]}")
+        raise ValueError(f"none of the {len(paths)} files could be evaluated (each is named above with the reason)")
+    elapsed = time.perf_counter() - start
+    print(f"{args.policy} {describe_decoding(args)}: {len(rows)} instance(s) in {elapsed:.2f} s"
+          + (f"; {len(skipped)} file(s) skipped: {', '.join(Path(p).name for p, _ in skipped)}" if skipped else ""))
+    print(instances_table(rows))
+    for r in rows:
+        if r.get("vehicles") is not None and r["routes"] != r["vehicles"]:
+            print(f"note: {r['name']}: {r['routes']} routes where its reference is for exactly k = {r['vehicles']} "
+                  "vehicles; routing-gym's CVRP has no limit on the routes, so its cost and gap are not those of a "
+                  "k-vehicle solution (with more routes, a cost below a proven optimum is possible)")
     return 0
+
+
+def count_routes(tours) -> int:
+    """Routes in a CVRP tour (one row of actions; 0 is the depot, and 0 or -1 pads the end): runs of customers."""
+    seq = [int(a) for a in torch.as_tensor(tours).reshape(-1).tolist()]
+    return sum(1 for i, a in enumerate(seq) if a > 0 and (i == 0 or seq[i - 1] <= 0))
+
+
+VEHICLES_IN_NAME = re.compile(r"-k(\d+)$", re.I)  # CVRPLIB's names: E-n51-k5 has 5 vehicles
+VEHICLES_IN_COMMENT = re.compile(r"\bno\.?\s+of\s+(?:trucks|vehicles)\s*[:=]?\s*(\d+)", re.I)  # "Min no of trucks: 5"
+
+
+def vehicle_count(path: str, name: str) -> int | None:
+    """The vehicle count k a CVRP file's reference value is for: the ``-kK`` ending its name, else a
+    "No of trucks: K" in its COMMENT line; None when it states none."""
+    match = VEHICLES_IN_NAME.search(name)
+    if match:
+        return int(match.group(1))
+    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.strip().upper().startswith("COMMENT"):
+            match = VEHICLES_IN_COMMENT.search(line)
+            return int(match.group(1)) if match else None
+    return None
+
+
+def instances_table(rows: list[dict]) -> str:
+    """:func:`routing_gym.tsplib.format_rows`'s table, with a column of the routes used against k when
+    there are CVRP rows."""
+    from routing_gym import tsplib
+
+    lines = tsplib.format_rows(rows).splitlines()
+    if not any("routes" in r for r in rows):
+        return "\n".join(lines)
+    lines[0] += " routes |"
+    lines[1] += "---|"
+    for i, row in enumerate(rows, 2):
+        lines[i] += f" {routes_cell(row)} |"
+    for i in range(2 + len(rows), len(lines)):  # the mean row
+        lines[i] += " |"
+    return "\n".join(lines)
+
+
+def routes_cell(row: dict) -> str:
+    """``5 (k = 5)``: the routes a CVRP row's solution used, and the file's vehicle count; ``-`` for TSP."""
+    if "routes" not in row:
+        return "-"
+    return f"{row['routes']}" + (f" (k = {row['vehicles']})" if row["vehicles"] is not None else "")
 
 
 def reference_table(path: str) -> dict[str, float]:
@@ -399,16 +559,25 @@ def cmd_compare(args) -> int:
     problems = args.problems or shipped_problems(args.num_nodes)
     if not problems:
         raise ValueError(f"no shipped model for n = {args.num_nodes}")
-    if args.out:  # before the table's work, not after it
-        check_picture(args.out)
-        make_parent(args.out)
+    if args.out and args.no_picture:
+        raise ValueError("--out and --no-picture contradict each other; give one")
+    out = args.out
+    if out is None and not args.no_picture:  # the default picture: skipped, with a note, if it cannot be drawn
+        try:
+            check_picture(COMPARE_PICTURE)
+            out = output_file(COMPARE_PICTURE)
+        except (ImportError, argparse.ArgumentTypeError) as e:
+            print(f"routing-gym compare: no picture ({e}); the table only", file=sys.stderr)
+    if out:  # before the table's work, not after it
+        check_picture(out)
+        make_parent(out)
     rows = []
     for name in problems:
         rows += compare_problem(name, args.num_nodes, args.num_instances, args.seed)
     print(table(rows, args.num_nodes, args.num_instances, args.seed))
-    if args.out:
-        picture(problems, args.num_nodes, args.seed, args.out)
-        print(f"saved {args.out}")
+    if out:
+        picture(problems, args.num_nodes, args.seed, out)
+        print(f"saved the picture in {out}")
     return 0
 
 
@@ -425,31 +594,50 @@ def build_parser() -> argparse.ArgumentParser:
     from ..inference.device import DEVICE_HELP
     from ..training.baselines import BASELINES
 
-    ap = Parser(prog="routing-gym", description=__doc__)
-    sub = ap.add_subparsers(dest="command", required=True)
+    from ..training.config import TrainConfig
 
-    t = sub.add_parser("train", help="train a policy (attention model or pointer network) with REINFORCE")
-    t.add_argument("--problem", choices=PROBLEM_CHOICES, help="default: tsp")
-    t.add_argument("--num-nodes", type=int, help="default: 20")
+    ap = Parser(prog="routing-gym", description=__doc__)
+    sub = ap.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
+
+    def command(name: str, summary: str, description: str | None = None) -> Parser:
+        """A subcommand: ``summary`` is its line in ``routing-gym --help``, ``description`` heads its own."""
+        return sub.add_parser(name, help=summary, description=description or summary)
+
+    def trained(name: str) -> str:
+        """``(default: X)`` from :class:`TrainConfig` (train's options default to None: the config fills them)."""
+        return f"(default: {TrainConfig.__dataclass_fields__[name].default})"
+
+    t = command("train", "train a policy with REINFORCE",
+                "Train the Attention Model (or the Pointer Network) with REINFORCE; the defaults are the paper's.")
+    t.add_argument("--problem", choices=PROBLEM_CHOICES, help=trained("problem"))
+    t.add_argument("--num-nodes", type=int, help="customers (TSP: nodes) per instance " + trained("num_nodes"))
     add_variant_args(t)
-    t.add_argument("--epochs", type=int)
-    t.add_argument("--epoch-size", type=int)
-    t.add_argument("--batch-size", type=int)
-    t.add_argument("--lr", type=float)
-    t.add_argument("--lr-decay", type=float)
+    t.add_argument("--epochs", type=int, help=trained("epochs"))
+    t.add_argument("--epoch-size", type=int, help="fresh training instances per epoch " + trained("epoch_size"))
+    t.add_argument("--batch-size", type=int, help="instances per gradient step " + trained("batch_size"))
+    t.add_argument("--lr", type=float, help="Adam learning rate " + trained("lr"))
+    t.add_argument("--lr-decay", type=float, help="learning rate multiplied by this after every epoch "
+                   + trained("lr_decay"))
     t.add_argument("--baseline", choices=tuple(BASELINES),
-                   help="rollout (default, Kool et al.), exponential, pomo (Kwon et al.) or critic (Bello et al.)")
-    t.add_argument("--critic-lr", type=float, help="Adam learning rate of the critic (--baseline critic)")
-    t.add_argument("--policy", choices=("attention", "pointer"), help="network to train (default: attention)")
+                   help="rollout (Kool et al.), exponential, pomo (Kwon et al.) or critic (Bello et al.) "
+                   + trained("baseline"))
+    t.add_argument("--critic-lr", type=float, help="Adam learning rate of the critic (--baseline critic) "
+                   + trained("critic_lr"))
+    t.add_argument("--policy", choices=("attention", "pointer"), help="network to train " + trained("policy"))
     t.add_argument("--distance-bias", action="store_true", help="attention model: distance-biased encoder")
-    t.add_argument("--eval-size", type=int)
-    t.add_argument("--val-size", type=int)
-    t.add_argument("--seed", type=int)
-    t.add_argument("--device", type=device_name, help=DEVICE_HELP + " (default: auto)")
-    t.add_argument("--bf16", action="store_true", default=None)
-    t.add_argument("--out-dir")
+    t.add_argument("--eval-size", type=int, help="instances in the rollout baseline's evaluation set "
+                   + trained("eval_size"))
+    t.add_argument("--val-size", type=int, help="instances in the fixed validation set " + trained("val_size"))
+    t.add_argument("--seed", type=int, help="seed of the training stream " + trained("seed"))
+    t.add_argument("--device", type=device_name, help=DEVICE_HELP + " " + trained("device"))
+    t.add_argument("--bf16", action="store_true", default=None, help="bf16 autocast on CUDA (default: off)")
+    t.add_argument("--out-dir", help="where checkpoints and metrics.csv go (default: runs/PROBLEMNUM_NODES, "
+                   "e.g. runs/tsp20)")
+    t.add_argument("--init-from", help="start from the weights of this policy file or trainer checkpoint (e.g. "
+                   "agents/weights/tsp20.pt), with their model settings; optimiser and baseline start afresh")
     t.add_argument("--max-minutes", type=float,
-                   help="wall-clock budget of the run (training and validation); the run stops when it is spent")
+                   help="wall-clock budget of the run (training and validation); the run stops when it is spent "
+                   "(default: none)")
     t.add_argument("--val-dataset", help="validate on this dataset file instead of --val-size generated instances "
                    "(with reference costs, metrics.csv also gets val_gap)")
     t.add_argument("--resume", help="a trainer checkpoint (OUT_DIR/last.pt or best.pt) to continue from, writing "
@@ -457,74 +645,95 @@ def build_parser() -> argparse.ArgumentParser:
                    "--max-minutes may be changed, the other settings are the checkpoint's")
     t.add_argument("--overwrite", action="store_true",
                    help="replace the run already in --out-dir (without it, an existing run is never touched)")
-    t.add_argument("--no-progress", action="store_true")
+    t.add_argument("--no-progress", action="store_true", help="no progress bars")
     t.add_argument("--distributed", action="store_true", help="data-parallel under torchrun (DDP)")
     t.set_defaults(func=cmd_train)
 
-    e = sub.add_parser("eval", help="evaluate a policy on a dataset or on seeded instances")
+    e = command("eval", "evaluate a policy: seeded instances, a dataset or files",
+                "A policy's mean cost on seeded generated instances, on a dataset (with the gap to its reference "
+                "costs), or on TSPLIB / VRPLIB files (a table with each file's cost and gap).")
     e.add_argument("--problem", choices=PROBLEM_CHOICES, help="required unless --instances")
-    e.add_argument("--num-nodes", type=int)
+    e.add_argument("--num-nodes", type=int, help="customers (TSP: nodes) per generated instance (default with "
+                   "--policy pretrained: the shipped model's size)")
     add_variant_args(e)
     e.add_argument("--policy", required=True, help="checkpoint path, 'pretrained', 'nearest' or 'random'")
     e.add_argument("--dataset", type=input_file,
-                   help=".npz dataset (DESIGN.md format); else --num-instances seeded instances")
-    e.add_argument("--num-instances", type=positive_int, default=10_000)
+                   help=".npz dataset (format: docs/contract.md); else --num-instances seeded instances")
+    e.add_argument("--num-instances", type=positive_int, default=10_000, help="seeded instances generated")
     e.add_argument("--limit", type=positive_int, help="with --dataset: only its first LIMIT instances")
     e.add_argument("--seed", type=seed_int, default=4321,
                    help="seed of the generated test set (the trainer validates on seed 1234, kept apart)")
     e.add_argument("--decode", choices=("greedy", "sample", "beam", "multistart"), default="greedy",
                    help="sample = best of --samples; multistart = every start node (POMO)")
     e.add_argument("--samples", type=positive_int, default=1280, help="samples per instance with --decode sample")
-    e.add_argument("--beam-width", type=positive_int, default=16)
+    e.add_argument("--temperature", type=positive_float, default=1.0,
+                   help="softmax temperature of --decode sample (below 1 sharper, above 1 flatter)")
+    e.add_argument("--beam-width", type=positive_int, default=16, help="beams per instance with --decode beam")
     e.add_argument("--augment", type=augment_count, default=1, help="1 to 8 symmetric transforms of the unit square")
-    e.add_argument("--instances", nargs="+", help="TSPLIB .tsp / VRPLIB .vrp files: prints a table with gaps")
+    e.add_argument("--instances", nargs="+",
+                   help="TSPLIB .tsp / VRPLIB .vrp files (or patterns): a table of costs in the files' units and "
+                   "gaps; a file that cannot be evaluated is skipped and named (the command fails only if none "
+                   "can be); --policy pretrained uses the shipped model of the nearest size")
     e.add_argument("--reference-table", type=input_file,
                    help="with --instances: optimal/best-known costs by name (JSON, CSV, 'name value')")
     e.add_argument("--batch-size", type=positive_int, default=1000, help="rows decoded at a time")
     e.add_argument("--device", type=device_arg, default="cpu", help=DEVICE_HELP)
+    e.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (there is none anyway when stderr is not a terminal)")
     e.set_defaults(func=cmd_eval)
 
-    v = sub.add_parser("solve", help="reference solutions (Held-Karp, LKH, OR-Tools, PyVRP); --save labels a dataset")
+    v = command("solve", "reference solutions (Held-Karp, LKH, OR-Tools, PyVRP)",
+                "Reference solutions of seeded instances or a dataset (Held-Karp, LKH, OR-Tools, PyVRP); --save "
+                "writes them with the instances as a labelled dataset.")
     v.add_argument("--problem", choices=PROBLEM_CHOICES, required=True)
-    v.add_argument("--method", choices=("exact", "lkh", "ortools", "pyvrp"), required=True)
-    v.add_argument("--num-nodes", type=int)
+    v.add_argument("--method", choices=("exact", "lkh", "ortools", "pyvrp"), required=True,
+                   help="exact = Held-Karp (TSP up to n = 20); the others need pip install -e '.[solvers]'")
+    v.add_argument("--num-nodes", type=int, help="customers (TSP: nodes) per generated instance")
     add_variant_args(v)
     v.add_argument("--dataset", type=input_file, help=".npz dataset to solve; else --num-instances seeded instances")
-    v.add_argument("--num-instances", type=positive_int, default=1000)
-    v.add_argument("--seed", type=seed_int, default=4321)
+    v.add_argument("--num-instances", type=positive_int, default=1000, help="seeded instances generated")
+    v.add_argument("--seed", type=seed_int, default=4321, help="seed of the generated instances (and the solvers)")
     v.add_argument("--time-limit", type=positive_float, default=1.0, help="seconds per instance (exact ignores it)")
     v.add_argument("--workers", type=positive_int, default=1, help="solver processes")
     v.add_argument("--save", type=npz_output, help="write the instances with ref_cost and ref_tours to this .npz")
-    v.add_argument("--no-progress", action="store_true")
+    v.add_argument("--no-progress", action="store_true", help="no progress bar")
     v.set_defaults(func=cmd_solve)
 
-    r = sub.add_parser("render", help="record (or show) a rollout; --compare puts policies side by side")
+    r = command("render", "record (or show) a policy's rollout",
+                "Record a policy's rollout as a GIF or MP4 (or show it in a window); --compare puts several "
+                "policies side by side.")
     r.add_argument("--problem", choices=PROBLEM_CHOICES, required=True)
-    r.add_argument("--num-nodes", type=int, default=20)
+    r.add_argument("--num-nodes", type=int, default=20, help="customers (TSP: nodes)")
     add_variant_args(r)
-    r.add_argument("--policy", action="append", required=True, help="random, nearest or a checkpoint (repeatable)")
-    r.add_argument("--compare", action="store_true")
-    r.add_argument("--seed", type=seed_int, default=0)
+    r.add_argument("--policy", action="append", required=True,
+                   help="random, nearest, pretrained or a checkpoint (repeatable, with --compare)")
+    r.add_argument("--compare", action="store_true", help="the --policy rollouts side by side")
+    r.add_argument("--seed", type=seed_int, default=0, help="seed of the instance")
     r.add_argument("--out", type=output_file, help="rollout.gif or .mp4; without it a window opens (needs a display)")
     r.set_defaults(func=cmd_render)
 
-    c = sub.add_parser("compare", help="the shipped models against the heuristics: a table and a picture")
+    c = command("compare", "the shipped models against the heuristics",
+                "The shipped models against the classic heuristics on seeded test instances: a table, and a "
+                f"picture of one instance per problem (in {COMPARE_PICTURE} unless --out or --no-picture).")
     c.add_argument("--problems", nargs="+", choices=PROBLEM_CHOICES, help="default: every problem with a shipped model")
-    c.add_argument("--num-nodes", type=positive_int, default=20)
-    c.add_argument("--num-instances", type=positive_int, default=1000)
+    c.add_argument("--num-nodes", type=positive_int, default=20, help="customers (TSP: nodes)")
+    c.add_argument("--num-instances", type=positive_int, default=1000, help="test instances per problem")
     c.add_argument("--seed", type=seed_int, default=4321, help="seed of the test set (the trainer never draws it)")
-    c.add_argument("--out", type=output_file, help="save the picture here (.png, needs Pillow); none without it")
+    c.add_argument("--out", type=output_file, help=f"save the picture here (an image file name such as .png; needs "
+                   f"Pillow) (default: {COMPARE_PICTURE}, skipped with a note when Pillow is missing)")
+    c.add_argument("--no-picture", action="store_true", help="the table only")
     c.set_defaults(func=cmd_compare)
 
-    x = sub.add_parser("export", help="write a trainer checkpoint's policy as a small policy file")
+    x = command("export", "write a checkpoint's policy as a small policy file",
+                "Write a trainer checkpoint's policy as a small policy file, with its metadata record.")
     x.add_argument("--checkpoint", type=input_file, required=True, help="a trainer checkpoint (OUT_DIR/last.pt)")
     x.add_argument("--out", type=output_file, required=True, help="e.g. agents/weights/tsp20.pt")
     x.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("play", help="build a tour by clicking, then compare with a policy")
-    p.add_argument("--problem", choices=PROBLEM_CHOICES, default="tsp")
-    p.add_argument("--num-nodes", type=int, default=20)
-    p.add_argument("--seed", type=seed_int, default=0)
+    p = command("play", "build a tour by clicking, then compare with a policy")
+    p.add_argument("--problem", choices=PROBLEM_CHOICES, default="tsp", help="the problem to play")
+    p.add_argument("--num-nodes", type=int, default=20, help="customers (TSP: nodes)")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed of the instance")
     p.add_argument("--opponent", help="policy to compare with (default: the shipped model, else nearest)")
     p.set_defaults(func=cmd_play)
     return ap

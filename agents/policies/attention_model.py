@@ -232,7 +232,7 @@ class EncoderLayer(nn.Module):
 class AttentionModel(nn.Module):
     """The Attention Model for ``config.problem``; see the module docstring.
 
-    Observations are dicts of tensors with a leading batch axis, keyed as the envs' (DESIGN.md):
+    Observations are dicts of tensors with a leading batch axis, keyed as the envs' (docs/contract.md):
     ``locs`` (B, N, 2), the problem's node features (B, N), ``current_node`` (B,) int64, TSP's
     ``first_node`` (B,) int64 and ``step`` (B, 1), the depot problems' step scalar (B, 1), and
     ``action_mask`` (B, N) bool, True = allowed (at least one node allowed per row).

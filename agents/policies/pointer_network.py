@@ -90,7 +90,7 @@ class AdditiveAttention(nn.Module):
 class PointerNetwork(nn.Module):
     """The Pointer Network for ``config.problem``; see the module docstring.
 
-    Observations are dicts of tensors with a leading batch axis, keyed as the envs' (DESIGN.md):
+    Observations are dicts of tensors with a leading batch axis, keyed as the envs' (docs/contract.md):
     ``locs`` (B, N, 2), the problem's node features (B, N), ``current_node`` (B,) int64, ``step``
     (B, 1), the depot problems' step scalar (B, 1) and ``action_mask`` (B, N) bool, True = allowed.
     """

@@ -60,11 +60,16 @@ def load_policy_file(path: str | os.PathLike, device: Any = "cpu") -> AttentionM
 
 def export_policy(trainer_checkpoint: str | os.PathLike, path: str | os.PathLike) -> dict:
     """Write the policy of a trainer checkpoint as a small policy file with its metadata record
-    (problem, size, training instances seen, trainer settings, last validation cost)."""
+    (problem, size, the recipe (trainer settings, with ``init_from`` where the run continued other
+    weights), training instances seen and wall-clock seconds (those of the weights it started from
+    included, where recorded), last validation cost)."""
     ckpt = load_checkpoint(trainer_checkpoint, kind="trainer")
     cfg = ckpt["config"]
     val = _last_validation(Path(trainer_checkpoint).with_name("metrics.csv"))
-    meta = {"problem": cfg["problem"], "num_nodes": cfg["num_nodes"], "instances_seen": ckpt["instances_seen"],
+    prior = ckpt.get("prior", {})
+    meta = {"problem": cfg["problem"], "num_nodes": cfg["num_nodes"],
+            "instances_seen": ckpt["instances_seen"] + prior.get("instances_seen", 0),
+            "training_time_s": ckpt.get("elapsed_s", 0.0) + prior.get("elapsed_s", 0.0),
             "epochs": ckpt["epoch"], "trainer": {k: v for k, v in cfg.items() if k != "out_dir"},
             "val_cost": val, "val_size": cfg["val_size"], "val_seed": cfg["val_seed"]}
     save_checkpoint(path, kind="policy", payload={"model_config": ckpt["model_config"], "model": ckpt["model"],
@@ -88,6 +93,21 @@ def pretrained_path(problem: str, num_nodes: int) -> Path:
 
 def available_pretrained() -> list[str]:
     return sorted(p.stem for p in WEIGHTS_DIR.glob("*.pt"))
+
+
+def pretrained_sizes(problem: str) -> list[int]:
+    """The sizes (customers; TSP: nodes) of the shipped models for ``problem``, ascending (``[20]``)."""
+    stems = (p.stem for p in WEIGHTS_DIR.glob(f"{problem.lower()}*.pt"))
+    return sorted(int(s[len(problem):]) for s in stems if s[len(problem):].isdigit())
+
+
+def nearest_pretrained_size(problem: str, num_nodes: int) -> int:
+    """The size of the shipped model for ``problem`` nearest to ``num_nodes`` (the smaller of two equally
+    near): the model a real instance of another size is decoded with. ``ValueError`` when none is shipped."""
+    sizes = pretrained_sizes(problem)
+    if not sizes:
+        raise ValueError(f"no shipped model for {problem}; available: {available_pretrained() or 'none'}")
+    return min(sizes, key=lambda n: (abs(n - num_nodes), n))
 
 
 def load_pretrained(problem: str, num_nodes: int, device: Any = "cpu") -> AttentionModel:

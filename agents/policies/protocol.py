@@ -4,7 +4,7 @@ A policy is any object with two methods (the Attention Model, the Pointer Networ
 :mod:`agents.references.heuristics` all are):
 
 - ``precompute(obs) -> cache``: work done once per instance batch (the encoder), from an episode's first
-  observation (a dict of tensors on the env's device, keys as in DESIGN.md);
+  observation (a dict of tensors on the env's device, keys as in docs/contract.md);
 - ``log_probs(cache, obs) -> (log_probs, cache)``: log-probabilities (B, N) of the next action, ``-inf``
   where ``obs["action_mask"]`` forbids it, and the cache for the next step.
 
