@@ -7,21 +7,27 @@ rule (whether an episode ended on a masked action is passed in by the env).
 
 A frame has three bands, laid out by :func:`layout` for any size:
 
-- a header: ``LABEL-n  step k  cost c`` (plus the problem's ``drawing.header``), the episode's status on
-  the right (``running``, ``done`` or ``ended: invalid action``), and the problem's legend;
-- the unit square (y pointing up, as in a plot), scaled to the largest square that fits; every node
-  position goes through :func:`to_pixel`;
+- a header: ``LABEL-n  step k  cost c`` (plus the problem's ``drawing.header``; a cost never reads
+  ``-0.000``: :func:`format_cost`), the episode's status on the right (``running``, ``done`` or ``ended:
+  invalid action``), and the legend (:func:`legend_entries`): each entry a glyph drawn as the plot draws
+  it and its meaning, only the entries for what the frame shows (no current node on a final frame), in
+  one row or, where a problem's longest legend does not fit in one, two (:func:`legend_plan`);
+- the framed paper, the largest square that fits: the unit square (y pointing up, as in a plot) inside
+  a margin that holds a node on its edge whole; every node position goes through :func:`to_pixel`;
 - a footer gauge: the problem's ``gauge(state)`` (TSP nodes visited, CVRP the load of the route in
   progress, OP the length left, PCTSP the prize collected against the threshold 1).
 
 What the nodes and edges mean (the colours are the constants below, fixed so tests can read pixels):
 
 - the depot (problems with one) is a ``DEPOT_COLOUR`` square; a tour's start node a diamond;
-- a node the mask allows is ``NODE_COLOUR``; an unvisited node the mask forbids is dimmed
-  (``DIMMED_COLOUR``); a visited node takes the colour of the route that visited it;
+- a node the mask allows is filled with ``NODE_COLOUR``; an unvisited node the mask forbids (and, once
+  the episode is over, every unvisited node) is hollow, a ``UNAVAILABLE_COLOUR`` outline: one grey fill,
+  one meaning; a visited node takes the colour of the route that visited it;
 - the tour so far is drawn in ``ROUTE_COLOURS[0]``; ``trips`` split it at depot visits and give route k
   the colour ``ROUTE_COLOURS[k % len(ROUTE_COLOURS)]``, the gauge taking the colour of the route in
-  progress (``GAUGE_DONE_COLOUR`` once the problem says a threshold is reached);
+  progress (``GAUGE_DONE_COLOUR`` once the problem says a threshold is reached); an arrowhead at the
+  middle of each edge gives the direction, except on an edge that goes back along one already carrying
+  an arrowhead (a route to one customer and back has one arrowhead: :func:`arrow_edges`);
 - the current node is filled with ``CURRENT_COLOUR`` inside a ring of that colour (at the depot only
   the ring is drawn, so the depot keeps its colour; a tour has no current node before its first action);
 - ``size_by`` draws node area in proportion to that field (OP's and PCTSP's prize); ``ring_by`` rings
@@ -29,13 +35,18 @@ What the nodes and edges mean (the colours are the constants below, fixed so tes
 - once an episode is done by the rules, a ``tour``'s closing edge and each ``trip``'s return to the depot
   are drawn (``from_depot`` paths end by choosing the depot, so the return is already in the tour).
 
+Text is set in DejaVu Sans (matplotlib's copy where installed, else a system sans with a true bold
+face, else pygame's font) and shrinks more slowly than the drawing in small frames (:func:`text_scale`).
 Drawing happens at twice the size and is smoothed down (anti-aliasing); the centre pixels of nodes
 keep their exact colours. pygame is imported only when something is drawn.
 """
 from __future__ import annotations
 
+import functools
+import importlib.util
 import math
 import os
+import re
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -47,12 +58,12 @@ BACKGROUND = (246, 246, 243)
 PAPER_COLOUR = (255, 255, 255)  # the unit square
 FRAME_COLOUR = (205, 205, 200)
 TEXT_COLOUR = (30, 30, 35)
-MUTED_TEXT_COLOUR = (120, 120, 125)
+LEGEND_TEXT_COLOUR = (62, 62, 70)  # the legend and the gauge's text: 9:1 against BACKGROUND
+MUTED_TEXT_COLOUR = (98, 98, 106)  # the "running" status: 5.6:1 against BACKGROUND
 DEPOT_COLOUR = (35, 35, 45)
 CURRENT_COLOUR = (255, 140, 0)
 NODE_COLOUR = (82, 86, 96)
-DIMMED_COLOUR = (222, 222, 222)
-DIMMED_OUTLINE_COLOUR = (195, 195, 195)
+UNAVAILABLE_COLOUR = (150, 150, 158)  # the outline of a hollow node: not allowed now, or not visited once done
 PENALTY_COLOUR = (200, 30, 30)
 GAUGE_BACK_COLOUR = (225, 225, 222)
 GAUGE_DONE_COLOUR = (60, 150, 80)  # PCTSP's prize gauge once the threshold is reached
@@ -94,38 +105,79 @@ def frame_size(size: Any) -> tuple[int, int]:
     return int(pair[0]), int(pair[1])
 
 
+def text_scale(scale: float) -> float:
+    """The scale of text for a frame whose lengths scale by ``scale`` (``min(W, H) / 600``): the same at 600
+    pixels and above, shrinking more slowly below (``scale ** 0.6``) so that small frames stay readable."""
+    return scale if scale >= 1 else scale ** 0.6
+
+
+# how far a node's glyphs reach beyond its centre, at most: NODE_REACH * side + RING_REACH * scale pixels (the
+# start diamond of the largest node, 1.45 * 1.4 * 8 / 470 of the side; the current node's ring and PCTSP's
+# penalty ring, up to 6.2 pixels of a 600-pixel frame, beyond the node), plus a clear gap of at least
+# CLEAR_GAP pixels before the frame line
+NODE_REACH = 0.035
+RING_REACH = 10.0
+CLEAR_GAP = 2.0
+
+
 class Layout(NamedTuple):
-    scale: float  # min(W, H) / 600
+    scale: float  # min(W, H) / 600: lengths of the drawing
+    text: float  # the scale of the text (:func:`text_scale`)
     header: int  # header height, pixels
     footer: int  # footer height, pixels
     x0: float  # left edge of the unit square, pixels
     y0: float  # top edge of the unit square, pixels
     side: float  # side of the unit square, pixels
+    margin: float  # the framed paper extends this far beyond the unit square on each side, pixels
 
 
-def layout(size: tuple[int, int]) -> Layout:
-    """Where the bands and the unit square lie in a frame of ``size`` = (W, H) pixels."""
+def layout(size: tuple[int, int], problem=None) -> Layout:
+    """Where the bands and the unit square lie in a frame of ``size`` = (W, H) pixels drawing ``problem``
+    (a unit or its name; its legend takes one row of the header or, where it does not fit in one, two:
+    :func:`legend_plan`; None: one row). The framed paper is the largest square that fits between the
+    header and the footer; the unit square lies inside it with a margin that holds the glyphs of a node
+    at its edge whole."""
     w, h = int(size[0]), int(size[1])
     s = min(w, h) / BASE_SIZE
-    header, footer, pad = round(54 * s), round(38 * s), round(22 * s)
+    t = text_scale(s)
+    rows = legend_plan(get_problem(problem).name, w, h)[0] if problem is not None else 1
+    header, footer, pad = round((64 + 19 * (rows - 1)) * t), round(40 * t), round(12 * s)
     plot_h = h - header - footer
-    side = max(1.0, min(w - 2 * pad, plot_h - 2 * pad))
-    return Layout(scale=s, header=header, footer=footer, x0=(w - side) / 2, y0=header + (plot_h - side) / 2, side=side)
+    paper = max(1.0, min(w - 2 * pad, plot_h - 2 * pad))
+    side = max(1.0, (paper - 2 * (RING_REACH * s + CLEAR_GAP)) / (1 + 2 * NODE_REACH))
+    return Layout(scale=s, text=t, header=header, footer=footer, x0=(w - side) / 2,
+                  y0=header + (plot_h - side) / 2, side=side, margin=(paper - side) / 2)
 
 
-def to_pixel(locs, size: tuple[int, int]) -> np.ndarray:
-    """Pixel (x, y) of each location (N, 2) in [0, 1]^2 in a frame of ``size`` = (W, H): (N, 2) int64,
-    x to the right, y down (the unit square's y axis points up)."""
-    lay = layout(size)
+def paper_rect(size: tuple[int, int], problem=None) -> tuple[int, int, int, int]:
+    """(x, y, width, height) in pixels of the framed paper in a frame of ``size`` drawing ``problem`` (the
+    unit square and its margin; the frame line is its outermost pixels)."""
+    lay = layout(size, problem)
+    x, y = round(lay.x0 - lay.margin), round(lay.y0 - lay.margin)
+    side = round(lay.x0 + lay.side + lay.margin) - x
+    return x, y, side, side
+
+
+def to_pixel(locs, size: tuple[int, int], problem=None) -> np.ndarray:
+    """Pixel (x, y) of each location (N, 2) in [0, 1]^2 in a frame of ``size`` = (W, H) drawing ``problem``
+    (a unit or its name, whose legend sets the header's height: :func:`layout`): (N, 2) int64, x to the
+    right, y down (the unit square's y axis points up)."""
+    lay = layout(size, problem)
     xy = np.asarray(locs, dtype=np.float64).reshape(-1, 2)
     px = lay.x0 + xy[:, 0] * lay.side
     py = lay.y0 + (1.0 - xy[:, 1]) * lay.side
     return np.rint(np.stack([px, py], axis=1)).astype(np.int64)
 
 
-def node_radius(num_nodes: int, size: tuple[int, int]) -> float:
-    """Radius in pixels of a plain node: smaller for many nodes, in proportion to the frame."""
-    return layout(size).side / 470 * float(np.clip(45 / math.sqrt(max(num_nodes, 1)), 3.5, 8.0))
+def node_radius(num_nodes: int, size: tuple[int, int], problem=None) -> float:
+    """Radius in pixels of a plain node: smaller for many nodes, in proportion to the unit square."""
+    return layout(size, problem).side / 470 * float(np.clip(45 / math.sqrt(max(num_nodes, 1)), 3.5, 8.0))
+
+
+def format_cost(cost: float, digits: int = 3) -> str:
+    """``cost`` with ``digits`` decimals, never as a negative zero (``-0.000`` reads ``0.000``)."""
+    text = f"{float(cost):.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
 # -- what a state shows ---------------------------------------------------------------------------
@@ -187,6 +239,54 @@ def routes(snap: Snapshot) -> list[list[int]]:
     raise ValueError(f"{snap.problem.name}: unknown drawing.paths {kind!r}")
 
 
+def arrow_edges(paths: list[list[int]]) -> list[list[bool]]:
+    """Per path, per edge, whether it carries an arrowhead: every edge but one whose reverse already
+    carries one (a route to a single customer and back: the arrowheads would lie on top of each other,
+    pointing both ways) and a step that stays put."""
+    seen, out = set(), []
+    for path in paths:
+        marks = []
+        for a, b in zip(path, path[1:]):
+            marks.append(a != b and (b, a) not in seen)
+            if marks[-1]:
+                seen.add((a, b))
+        out.append(marks)
+    return out
+
+
+class Look(NamedTuple):
+    """How each node of a snapshot is drawn (what the legend reads, and what :func:`render_surface` draws)."""
+    paths: list  # routes(snap)
+    route_of: np.ndarray  # (N,) int: index into ROUTE_COLOURS of the route that visited the node, -1 none
+    hollow: np.ndarray  # (N,) bool: a customer drawn hollow (not allowed now, or not visited once done)
+    ringed: np.ndarray  # (N,) bool: a customer ringed by ``ring_by``
+    start: int | None  # the node drawn as a diamond (a tour's first)
+    current: int | None  # the node drawn as the current one (none before a tour starts, nor once done)
+    sized: bool  # node areas differ (``size_by``)
+
+
+def look(snap: Snapshot) -> Look:
+    """How the frame of ``snap`` draws its nodes."""
+    paths = routes(snap)
+    n = len(snap.locs)
+    depot = snap.problem.has_depot
+    route_of = np.full(n, -1, dtype=np.int64)
+    for k, path in enumerate(paths):
+        route_of[path] = k % len(ROUTE_COLOURS)
+    customer = np.ones(n, dtype=bool)
+    customer[0] = not depot
+    coloured = snap.visited & (route_of >= 0)
+    hollow = customer & ~coloured & ~(snap.mask & (not snap.done))
+    ring_by = snap.problem.drawing.ring_by
+    ringed = customer & ~snap.visited if ring_by and ring_by in snap.fields else np.zeros(n, dtype=bool)
+    radii = _radii(snap, 1.0)[customer]
+    started = depot or snap.step > 0
+    return Look(paths=paths, route_of=route_of, hollow=hollow, ringed=ringed,
+                start=snap.tour[0] if not depot and snap.tour else None,
+                current=snap.current if started and not snap.done else None,
+                sized=bool(len(radii) and np.ptp(radii) > 1e-9))
+
+
 def _radii(snap: Snapshot, base: float) -> np.ndarray:
     key = snap.problem.drawing.size_by
     size = snap.fields.get(key) if key else None
@@ -196,19 +296,192 @@ def _radii(snap: Snapshot, base: float) -> np.ndarray:
     return base * (0.55 + 0.85 * rel)
 
 
+# -- the legend -------------------------------------------------------------------------------------
+class LegendEntry(NamedTuple):
+    glyph: str  # what is drawn before the text: one of LEGEND_GLYPHS, or "" (text only)
+    text: str
+
+
+LEGEND_GLYPHS = ("depot", "start", "current", "routes", "unavailable", "size", "ring")
+# the words of a problem's ``drawing.legend`` ("word = meaning") that name one of the renderer's glyphs
+_GLYPH_WORDS = (("square", "depot"), ("diamond", "start"), ("orange", "current"), ("grey", "unavailable"),
+                ("gray", "unavailable"), ("ring", "ring"), ("size", "size"))
+NOT_VISITED = "not visited"  # what a hollow node means once the episode is over
+
+
+def legend_entries(problem) -> list[LegendEntry]:
+    """Every entry the legend of ``problem`` (a unit or its name) can show, in order.
+
+    The problem's ``drawing.legend`` is split at runs of two or more spaces; an entry ``word = meaning``
+    whose word names one of the renderer's glyphs (``square``: the depot, ``diamond``: the start node,
+    ``orange``: the current node, ``grey``: a node the mask forbids, ``size``: node area (a small and a
+    large node), ``red ring``: the ``ring_by`` field) becomes that glyph and its meaning, ``... per route``
+    the route colours and its words; any other entry stays text. The current node and the forbidden nodes,
+    which every problem draws, get an entry of the renderer's words where the problem declares none."""
+    problem = get_problem(problem)
+    entries = []
+    for item in re.split(r"\s{2,}", problem.drawing.legend.strip()):
+        word, sep, meaning = (part.strip() for part in item.partition("="))
+        glyph = next((g for w, g in _GLYPH_WORDS if w in word.lower()), "") if sep else ""
+        if not sep and "per route" in item:
+            glyph = "routes"
+        entries.append(LegendEntry(glyph, item if glyph in ("", "routes") else meaning))
+    glyphs = [e.glyph for e in entries]
+    if "current" not in glyphs:
+        at = max((i + 1 for i, g in enumerate(glyphs) if g in ("depot", "start")), default=0)
+        entries.insert(at, LegendEntry("current", "current node"))
+    if "unavailable" not in glyphs:
+        entries.append(LegendEntry("unavailable", "not allowed now"))
+    return entries
+
+
+LEGEND_PX = 16  # the legend's text, in pixels of a 600-pixel frame (times ``text_scale``)
+LEGEND_SHRINK = 0.88  # the legend keeps to one row where that takes shrinking its text to no less than this
+
+
+def _worst_legend(problem) -> list[LegendEntry]:
+    """Every entry of ``problem``'s legend with the longer of its texts: the widest legend a frame shows."""
+    return [e._replace(text=NOT_VISITED) if e.glyph == "unavailable" and len(e.text) < len(NOT_VISITED) else e
+            for e in legend_entries(problem)]
+
+
+@functools.lru_cache(maxsize=256)
+def legend_plan(problem_name: str, w: int, h: int) -> tuple[int, int]:
+    """(rows, font size in supersampled pixels) of the legend of a problem in a frame of (w, h): one row
+    where the widest legend the problem can show fits in one at ``LEGEND_PX`` (or at no less than
+    ``LEGEND_SHRINK`` of it), else two, at a smaller size only where two rows at ``LEGEND_PX`` do not hold
+    it. The same for every frame of a problem and size, so that nothing moves or changes size within a
+    GIF."""
+    pygame = import_pygame()
+    s = min(w, h) / BASE_SIZE
+    width = (w - 2 * round(14 * s)) * SUPERSAMPLE
+    entries = _worst_legend(problem_name)
+    px = LEGEND_PX * text_scale(s) * SUPERSAMPLE
+    need = _legend_width(_font(pygame, px), entries)
+    if need * LEGEND_SHRINK <= width:
+        fitted = px * min(1.0, width / need)
+        while _font_px(fitted) > 6 and _legend_width(_font(pygame, fitted), entries) > width:
+            fitted *= 0.98
+        return 1, _font_px(fitted)
+    for _ in range(40):
+        font = _font(pygame, px)
+        if len(_wrap(font, entries, width)) <= 2 or _font_px(px) <= 6:
+            break
+        px *= 0.95
+    return 2, _font_px(px)
+
+
+def _wrap(font, entries: list[LegendEntry], width: float) -> list[list[LegendEntry]]:
+    """The entries in rows no wider than ``width`` (greedily; an entry wider than a row gets one)."""
+    rows: list[list[LegendEntry]] = [[]]
+    for entry in entries:
+        if rows[-1] and _legend_width(font, rows[-1] + [entry]) > width:
+            rows.append([])
+        rows[-1].append(entry)
+    return rows
+
+
+def _glyph_width(glyph: str, px: int) -> int:
+    return 0 if not glyph else round(px * (1.5 if glyph in ("routes", "size") else 0.8))
+
+
+def _legend_width(font, entries) -> int:
+    px = font.get_height()
+    gap, space = round(0.25 * px), round(0.75 * px)
+    return sum(_glyph_width(e.glyph, px) + (gap if e.glyph else 0) + font.size(e.text)[0] for e in entries) \
+        + space * max(len(entries) - 1, 0)
+
+
+def _draw_glyph(pygame, surf, glyph: str, x: int, cy: int, px: int, route_colours: list) -> None:
+    """The legend's picture of ``glyph``, ``_glyph_width`` wide from ``x``, centred on the line ``cy``."""
+    r = px * 0.32
+    cx = x + _glyph_width(glyph, px) / 2
+    if glyph == "depot":
+        half = round(r * 0.95)
+        pygame.draw.rect(surf, DEPOT_COLOUR, pygame.Rect(round(cx) - half, cy - half, 2 * half + 1, 2 * half + 1))
+    elif glyph == "start":
+        d = r * 1.3
+        pygame.draw.polygon(surf, route_colours[0], [(cx, cy - d), (cx + d, cy), (cx, cy + d), (cx - d, cy)])
+    elif glyph == "current":
+        pygame.draw.circle(surf, CURRENT_COLOUR, (round(cx), cy), round(r * 0.62))
+        pygame.draw.circle(surf, CURRENT_COLOUR, (round(cx), cy), round(r * 1.2), max(1, round(px / 11)))
+    elif glyph == "unavailable":
+        pygame.draw.circle(surf, PAPER_COLOUR, (round(cx), cy), round(r))
+        pygame.draw.circle(surf, UNAVAILABLE_COLOUR, (round(cx), cy), round(r), max(1, round(px / 9)))
+    elif glyph == "size":
+        small, big = r * 0.55, r * 1.05
+        pygame.draw.circle(surf, NODE_COLOUR, (round(x + small), cy), round(small))
+        pygame.draw.circle(surf, NODE_COLOUR, (round(x + _glyph_width(glyph, px) - big), cy), round(big))
+    elif glyph == "ring":
+        pygame.draw.circle(surf, PENALTY_COLOUR, (round(cx), cy), round(r * 1.25))
+        pygame.draw.circle(surf, NODE_COLOUR, (round(cx), cy), round(r * 0.8))
+    elif glyph == "routes":
+        colours = route_colours[:3]
+        step = _glyph_width(glyph, px) / len(colours)
+        for k, colour in enumerate(colours):
+            pygame.draw.line(surf, colour, (round(x + k * step + px * 0.06), cy),
+                             (round(x + (k + 1) * step - px * 0.06), cy), max(2, round(px / 6)))
+
+
+def _draw_legend(pygame, surf, entries: list[LegendEntry], font, x0: int, y: int, width: int, row_height: int,
+                 route_colours: list) -> None:
+    px = font.get_height()
+    gap, space = round(0.25 * px), round(0.75 * px)
+    for row in _wrap(font, entries, width):
+        x, cy = x0, y + px // 2
+        for entry in row:
+            if entry.glyph:
+                _draw_glyph(pygame, surf, entry.glyph, x, cy, px, route_colours)
+                x += _glyph_width(entry.glyph, px) + gap
+            text = font.render(entry.text, True, LEGEND_TEXT_COLOUR)
+            surf.blit(text, (x, y))
+            x += text.get_width() + space
+        y += row_height
+
+
 # -- drawing ----------------------------------------------------------------------------------------
 _FONTS: dict[tuple[int, bool], Any] = {}
+_FONT_FILES: dict[bool, str | None] = {}
+# a sans-serif with a true bold face, the first found: matplotlib's copy of DejaVu Sans, where matplotlib is
+# installed (the same letters on every machine), else one of the system's (fontconfig's names), else pygame's own
+SYSTEM_FONTS = "dejavusans,liberationsans,arial,helvetica,freesans"
 
 
-def _font(pygame, px: int, bold: bool = False):
+def _font_file(pygame, bold: bool) -> str | None:
+    """The font file of the regular or bold face, or None for pygame's default font (a bold face only)."""
+    if bold not in _FONT_FILES:
+        path = None
+        spec = importlib.util.find_spec("matplotlib")
+        for where in (spec.submodule_search_locations or []) if spec else []:
+            name = "DejaVuSans-Bold.ttf" if bold else "DejaVuSans.ttf"
+            candidate = os.path.join(where, "mpl-data", "fonts", "ttf", name)
+            if os.path.isfile(candidate):
+                path = candidate
+                break
+        if path is None:
+            try:
+                regular = pygame.font.match_font(SYSTEM_FONTS)
+                path = pygame.font.match_font(SYSTEM_FONTS, bold=True) if bold else regular
+                path = path if path and (not bold or path != regular) else None  # no synthetic bold
+            except Exception:  # no font listing on this system
+                path = None
+        _FONT_FILES[bold] = path
+    return _FONT_FILES[bold]
+
+
+def _font_px(px: float) -> int:
+    return max(int(round(px)), 6)
+
+
+def _font(pygame, px: float, bold: bool = False):
+    """A font of ``px`` pixels, regular or bold (a true bold face: pygame's synthetic bold spreads the
+    letters apart)."""
     if not pygame.font.get_init():
         pygame.font.init()
         _FONTS.clear()
-    key = (max(int(px), 6), bold)
+    key = (_font_px(px), bold)
     if key not in _FONTS:
-        font = pygame.font.Font(None, key[0])
-        font.set_bold(bold)
-        _FONTS[key] = font
+        _FONTS[key] = pygame.font.Font(_font_file(pygame, bold), key[0])
     return _FONTS[key]
 
 
@@ -221,72 +494,76 @@ def render_surface(problem, state, tour, cost: float, size: tuple[int, int] = (6
     snap = snapshot(problem, state, tour, cost, invalid)
     ss = SUPERSAMPLE
     w, h = int(size[0]), int(size[1])
-    lay = layout(size)
+    lay = layout(size, snap.problem)
     surf = pygame.Surface((w * ss, h * ss))
     surf.fill(BACKGROUND)
     u = lay.scale * ss  # one pixel of a 600-pixel frame, in supersampled pixels
 
-    side = round(lay.side * ss)
-    paper = pygame.Rect(round(lay.x0 * ss), round(lay.y0 * ss), side, side)
+    px, py, pw, ph = paper_rect(size, snap.problem)
+    paper = pygame.Rect(px * ss, py * ss, pw * ss, ph * ss)
     pygame.draw.rect(surf, PAPER_COLOUR, paper)
-    pygame.draw.rect(surf, FRAME_COLOUR, paper, width=max(1, round(u)))
+    pygame.draw.rect(surf, FRAME_COLOUR, paper, width=ss)
 
-    pix = to_pixel(snap.locs, size) * ss + ss // 2
+    pix = to_pixel(snap.locs, size, snap.problem) * ss + ss // 2
     pts = [tuple(int(v) for v in p) for p in pix]
-    radii = _radii(snap, node_radius(len(snap.locs), size)) * ss
-    paths = routes(snap)
-    colour_of = np.zeros(len(pts), dtype=np.int64) - 1
-    for k, path in enumerate(paths):
+    base = node_radius(len(snap.locs), size, snap.problem)
+    radii = _radii(snap, base) * ss
+    drawn = look(snap)
+    paths = drawn.paths
+    for k, (path, arrows) in enumerate(zip(paths, arrow_edges(paths))):
         colour = ROUTE_COLOURS[k % len(ROUTE_COLOURS)]
         if len(path) > 1:
             pygame.draw.lines(surf, colour, False, [pts[i] for i in path], max(2, round(2.6 * u)))
-            for a, b in zip(path, path[1:]):
-                _arrow(pygame, surf, colour, pts[a], pts[b], 5.5 * u)
-        for i in path:
-            colour_of[i] = k % len(ROUTE_COLOURS)
+            for a, b, arrow in zip(path, path[1:], arrows):
+                if arrow:
+                    _arrow(pygame, surf, colour, pts[a], pts[b], 5.5 * u)
 
     depot = snap.problem.has_depot
     ring_by = snap.problem.drawing.ring_by
     ring_field = snap.fields.get(ring_by) if ring_by else None
-    started = depot or snap.step > 0
     outline = max(1, round(1.2 * u))
     for i, (p, r) in enumerate(zip(pts, radii)):
         if depot and i == 0:
             continue
-        if snap.visited[i] and colour_of[i] >= 0:
-            fill, edge = ROUTE_COLOURS[colour_of[i]], PAPER_COLOUR
-        elif snap.mask[i] and not snap.done:
-            fill, edge = NODE_COLOUR, PAPER_COLOUR
+        if drawn.hollow[i]:  # not allowed now, or (once done) not visited
+            fill, edge = PAPER_COLOUR, UNAVAILABLE_COLOUR
+        elif drawn.route_of[i] >= 0 and snap.visited[i]:
+            fill, edge = ROUTE_COLOURS[drawn.route_of[i]], PAPER_COLOUR
         else:
-            fill, edge = DIMMED_COLOUR, DIMMED_OUTLINE_COLOUR
-        if ring_field is not None and not snap.visited[i]:
+            fill, edge = NODE_COLOUR, PAPER_COLOUR
+        if drawn.ringed[i]:
             rel = ring_field[i] / max(float(ring_field.max()), 1e-9)
             ring = max(1, round((1.0 + 3.0 * rel) * u))
             pygame.draw.circle(surf, PENALTY_COLOUR, p, round(r + ring + outline))
-        if not depot and snap.tour and i == snap.tour[0]:  # the start node
+        if i == drawn.start:
             d = round(r * 1.45)
             pygame.draw.polygon(surf, edge, [(p[0], p[1] - d - outline), (p[0] + d + outline, p[1]),
                                              (p[0], p[1] + d + outline), (p[0] - d - outline, p[1])])
             pygame.draw.polygon(surf, fill, [(p[0], p[1] - d), (p[0] + d, p[1]), (p[0], p[1] + d), (p[0] - d, p[1])])
+        elif drawn.hollow[i]:
+            pygame.draw.circle(surf, PAPER_COLOUR, p, round(r + outline))
+            pygame.draw.circle(surf, edge, p, round(r))
+            pygame.draw.circle(surf, fill, p, max(1, round(r - max(2, round(1.6 * u)))))
         else:
             pygame.draw.circle(surf, edge, p, round(r + outline))
             pygame.draw.circle(surf, fill, p, round(r))
 
     if depot:
-        half = round(node_radius(len(pts), size) * ss * 1.35)
+        half = round(base * ss * 1.35)
         pygame.draw.rect(surf, PAPER_COLOUR, pygame.Rect(pts[0][0] - half - outline, pts[0][1] - half - outline,
                                                          2 * (half + outline) + 1, 2 * (half + outline) + 1))
         square = pygame.Rect(pts[0][0] - half, pts[0][1] - half, 2 * half + 1, 2 * half + 1)
         pygame.draw.rect(surf, DEPOT_COLOUR, square)
 
-    if started and not snap.done:
-        c = snap.current
+    if drawn.current is not None:
+        c = drawn.current
         r = half * 1.45 if depot and c == 0 else radii[c]
         pygame.draw.circle(surf, CURRENT_COLOUR, pts[c], round(r + 5 * u), max(2, round(2.4 * u)))
         if not (depot and c == 0):
             pygame.draw.circle(surf, CURRENT_COLOUR, pts[c], round(radii[c]))
 
-    _draw_header(pygame, surf, snap, lay, ss, note)
+    drawn_routes = [ROUTE_COLOURS[k % len(ROUTE_COLOURS)] for k, p in enumerate(paths) if len(p) > 1]
+    _draw_header(pygame, surf, snap, lay, ss, note, drawn, drawn_routes or ROUTE_COLOURS[:1])
     _draw_footer(pygame, surf, snap, lay, ss, sum(1 for p in paths if len(p) > 1))
     return pygame.transform.smoothscale(surf, (w, h))
 
@@ -304,27 +581,65 @@ def _arrow(pygame, surf, colour, a, b, size: float) -> None:
                                        (back[0] + size * uy, back[1] - size * ux)])
 
 
-def _draw_header(pygame, surf, snap: Snapshot, lay: Layout, ss: int, note: str | None) -> None:
-    u = lay.scale * ss
-    left = round(14 * u)
+def frame_legend(snap: Snapshot, drawn: Look | None = None) -> list[LegendEntry]:
+    """The legend entries of the frame of ``snap`` (drawn as ``drawn``, by default :func:`look`): those of
+    :func:`legend_entries` whose glyph the frame shows (text entries always), the hollow node's meaning
+    ``not visited`` once the episode is over."""
+    drawn = look(snap) if drawn is None else drawn
+    shown = {"depot": snap.problem.has_depot, "start": drawn.start is not None, "current": drawn.current is not None,
+             "routes": any(len(p) > 1 for p in drawn.paths), "unavailable": bool(drawn.hollow.any()),
+             "size": drawn.sized, "ring": bool(drawn.ringed.any())}
+    out = []
+    for entry in legend_entries(snap.problem):
+        if entry.glyph and not shown.get(entry.glyph, False):
+            continue
+        out.append(entry._replace(text=NOT_VISITED) if entry.glyph == "unavailable" and snap.done else entry)
+    return out
+
+
+def _fitted(pygame, parts: list[tuple[str, float, bool]], width: float, colour=TEXT_COLOUR) -> list:
+    """``parts`` (text, size, bold) rendered side by side as (font, surface), all smaller where together
+    they would be wider than ``width``."""
+    fonts = [_font(pygame, px, bold) for _, px, bold in parts]
+    need = sum(f.size(text)[0] for f, (text, _, _) in zip(fonts, parts))
+    if need > width > 0:
+        fonts = [_font(pygame, px * width / need, bold) for _, px, bold in parts]
+    return [(f, f.render(text, True, colour)) for f, (text, _, _) in zip(fonts, parts)]
+
+
+def _draw_header(pygame, surf, snap: Snapshot, lay: Layout, ss: int, note: str | None, drawn: Look,
+                 route_colours: list) -> None:
+    t = lay.text * ss
+    left = round(14 * lay.scale * ss)
+    width = surf.get_width() - 2 * left
     problem = snap.problem
     n = problem.num_customers(len(snap.locs))
-    header = f"{problem.label}-{n}    step {snap.step}    cost {snap.cost:.3f}{snap.header}"
-    title = _font(pygame, round(22 * u), bold=True).render(header, True, TEXT_COLOUR)
-    surf.blit(title, (left, round(9 * u)))
     if snap.done:
         status, colour = ("ended: invalid action", INVALID_COLOUR) if snap.invalid else ("done", DONE_COLOUR)
     else:
         status, colour = "running", MUTED_TEXT_COLOUR
-    badge = _font(pygame, round(20 * u), bold=True).render(status, True, colour)
-    surf.blit(badge, (surf.get_width() - left - badge.get_width(), round(10 * u)))
-    legend = _font(pygame, round(17 * u), bold=bool(note)).render(note or problem.drawing.legend, True,
-                                                                 NOTE_COLOUR if note else MUTED_TEXT_COLOUR)
-    surf.blit(legend, (left, round(33 * u)))
+    badge = _font(pygame, 19 * t, bold=True).render(status, True, colour)
+    top = round(9 * t)
+    surf.blit(badge, (surf.get_width() - left - badge.get_width(), top + round(2 * t)))
+    (bold, name), (regular, rest) = _fitted(pygame, [
+        (f"{problem.label}-{n}", 21 * t, True),
+        (f"    step {snap.step}    cost {format_cost(snap.cost)}{snap.header}", 21 * t, False)],
+        width - badge.get_width() - round(16 * t))
+    surf.blit(name, (left, top))
+    surf.blit(rest, (left + name.get_width(), top + bold.get_ascent() - regular.get_ascent()))
+    legend_y = round(38 * t)
+    if note:
+        (_, text), = _fitted(pygame, [(note, LEGEND_PX * t, True)], width, NOTE_COLOUR)
+        surf.blit(text, (left, legend_y))
+        return
+    _, px = legend_plan(problem.name, surf.get_width() // ss, surf.get_height() // ss)
+    _draw_legend(pygame, surf, frame_legend(snap, drawn), _font(pygame, px), left, legend_y, width,
+                 round(19 * t), route_colours)
 
 
 def _draw_footer(pygame, surf, snap: Snapshot, lay: Layout, ss: int, route_count: int) -> None:
     u = lay.scale * ss
+    t = lay.text * ss
     fraction, text, reached = snap.gauge
     # the route in progress's colour (CVRP: route k's), green once a threshold is reached (PCTSP's prize)
     colour = GAUGE_DONE_COLOUR if reached else ROUTE_COLOURS[(max(route_count, 1) - 1) % len(ROUTE_COLOURS)]
@@ -335,7 +650,7 @@ def _draw_footer(pygame, surf, snap: Snapshot, lay: Layout, ss: int, route_count
     filled = round(bar.width * float(np.clip(fraction, 0.0, 1.0)))
     if filled > 0:
         pygame.draw.rect(surf, colour, pygame.Rect(bar.x, bar.y, max(filled, bar_h), bar_h), border_radius=bar_h // 2)
-    label = _font(pygame, round(18 * u)).render(text, True, TEXT_COLOUR)
+    (_, label), = _fitted(pygame, [(text, 17 * t, False)], surf.get_width() - bar.right - round(26 * u))
     surf.blit(label, (bar.right + round(12 * u), bar.centery - label.get_height() // 2))
 
 
@@ -349,7 +664,8 @@ def side_by_side(frames: list[np.ndarray], captions: list[str], caption_height: 
     """Frames (H, W, 3) placed left to right, each under a caption strip: (H + c, sum W, 3) uint8."""
     pygame = import_pygame()
     h = max(f.shape[0] for f in frames)
-    c = caption_height if caption_height is not None else max(20, round(min(h, frames[0].shape[1]) / BASE_SIZE * 34))
+    t = text_scale(min(h, frames[0].shape[1]) / BASE_SIZE)
+    c = caption_height if caption_height is not None else max(20, round(34 * t))
     out = np.empty((h + c, sum(f.shape[1] for f in frames), 3), dtype=np.uint8)
     out[:] = BACKGROUND
     x = 0
@@ -357,7 +673,11 @@ def side_by_side(frames: list[np.ndarray], captions: list[str], caption_height: 
         strip = pygame.Surface((frame.shape[1], c))
         strip.fill(PAPER_COLOUR)
         pygame.draw.line(strip, FRAME_COLOUR, (0, c - 1), (frame.shape[1], c - 1))
-        text = _font(pygame, round(c * 0.62), bold=True).render(caption, True, TEXT_COLOUR)
+        font = _font(pygame, c * 0.55, bold=True)
+        text = font.render(caption, True, TEXT_COLOUR)
+        if text.get_width() > frame.shape[1] - 8:  # a long caption: smaller, so that it fits
+            font = _font(pygame, c * 0.55 * (frame.shape[1] - 8) / text.get_width(), bold=True)
+            text = font.render(caption, True, TEXT_COLOUR)
         strip.blit(text, ((frame.shape[1] - text.get_width()) // 2, (c - text.get_height()) // 2))
         out[:c, x:x + frame.shape[1]] = surface_to_array(strip)
         out[c:c + frame.shape[0], x:x + frame.shape[1]] = frame

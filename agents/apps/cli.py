@@ -506,14 +506,13 @@ def cmd_solve(args) -> int:
 def env_policies(specs: list[str], problem: str, num_nodes: int, seed: int) -> list:
     """``policy(env, obs)`` callables for ``render``/``play``: built-in ones by name, else checkpoints."""
     from ..inference.rollout import env_policy
-    from .visual import BUILTIN_POLICIES, builtin_policy
+    from .visual import BUILTIN_POLICIES, builtin_policy, checkpoint_labels
 
     out = []
-    for spec in specs:
+    for spec, name in zip(specs, checkpoint_labels(specs)):
         if spec in BUILTIN_POLICIES:
             out.append(builtin_policy(spec, seed=seed))
         else:
-            name = spec if spec == "pretrained" else Path(spec).stem
             out.append(env_policy(load_policy(spec, problem, num_nodes), name))
     return out
 

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from routing_gym.problems import PROBLEMS, get_problem, tour_cost
+from routing_gym.render import format_cost
 
 from ..inference.search import greedy
 from ..policies.pretrained import available_pretrained, load_pretrained
@@ -110,6 +111,6 @@ def picture(problems: list[str], num_nodes: int, seed: int, out: str | Path, siz
         for label, policy in policies.items():
             episode = run_episode(policy, name, num_nodes, seed, (size, size), frames="last")
             frames.append(episode.frames[-1])
-            captions.append(f"{get_problem(name).label}-{num_nodes} {label}: {episode.costs[-1]:.3f}")
+            captions.append(f"{get_problem(name).label}-{num_nodes} {label}: {format_cost(episode.costs[-1])}")
         strips.append(side_by_side(frames, captions))
     Image.fromarray(np.concatenate(strips, axis=0)).save(out)

@@ -20,7 +20,8 @@ import numpy as np
 
 import routing_gym  # noqa: F401  (registers the envs)
 from routing_gym.problems import get_problem
-from routing_gym.render import import_pygame, node_radius, render_surface, side_by_side, surface_to_array, to_pixel
+from routing_gym.render import (format_cost, import_pygame, node_radius, render_surface, side_by_side,
+                                surface_to_array, to_pixel)
 
 Policy = Callable[[gym.Env, dict], int]
 FINAL_HOLD_S = 2.0  # how long a GIF/MP4 shows the finished solutions
@@ -69,6 +70,27 @@ def builtin_policy(name: str, seed: int = 0) -> Policy:
 
 def policy_name(policy, index: int = 0) -> str:
     return getattr(policy, "name", None) or getattr(policy, "__name__", None) or f"policy {index}"
+
+
+def checkpoint_labels(specs: list[str]) -> list[str]:
+    """Short labels, one per ``--policy`` value, that tell the policies apart: a built-in name or
+    ``pretrained`` as it is; a checkpoint by its file name without the extension, led by as many of its
+    folders as it takes to differ from the other checkpoints' labels (``runs/a/last.pt`` and
+    ``runs/b/last.pt``: ``a/last`` and ``b/last``). The same file given twice keeps one label (``record``
+    numbers repeated names)."""
+    paths = [None if spec in BUILTIN_POLICIES or spec == "pretrained"
+             else os.path.splitext(os.path.normpath(spec))[0].replace("\\", "/").split("/") for spec in specs]
+    labels = []
+    for spec, parts in zip(specs, paths):
+        if parts is None:
+            labels.append(spec)
+            continue
+        others = [q for q in paths if q is not None and q != parts]
+        k = 1
+        while k < len(parts) and any(q[-k:] == parts[-k:] for q in others):
+            k += 1
+        labels.append("/".join(parts[-k:]))
+    return labels
 
 
 # -- episodes ------------------------------------------------------------------------------------------
@@ -153,7 +175,8 @@ def record(problem_name: str, num_nodes: int, policies: list, seed: int, out: st
             captions = []
             for name, run in zip(names, runs):
                 k = min(t, len(run.frames) - 1)
-                captions.append(f"{name}: cost {run.costs[k]:.3f}" + (" (final)" if k == len(run.frames) - 1 else ""))
+                final = " (final)" if k == len(run.frames) - 1 else ""
+                captions.append(f"{name}: cost {format_cost(run.costs[k])}{final}")
             frames.append(side_by_side([r.frames[min(t, len(r.frames) - 1)] for r in runs], captions))
     if out is None:
         show(frames, fps, title=f"routing-gym: {get_problem(problem_name).label}-{num_nodes}")
@@ -267,10 +290,10 @@ def show(frames: list[np.ndarray], fps: int = 4, title: str = "routing-gym", hol
 
 
 # -- playing by hand -------------------------------------------------------------------------------------
-def node_at(click_xy, locs, size: tuple[int, int], radius: float) -> int | None:
-    """The node drawn nearest the pixel ``click_xy`` in a frame of ``size``, if it lies within
-    ``radius`` pixels of it, else None. ``locs`` (N, 2) in [0, 1]^2, placed as :func:`to_pixel` does."""
-    pix = to_pixel(locs, size)
+def node_at(click_xy, locs, size: tuple[int, int], radius: float, problem=None) -> int | None:
+    """The node drawn nearest the pixel ``click_xy`` in a frame of ``size`` drawing ``problem``, if it lies
+    within ``radius`` pixels of it, else None. ``locs`` (N, 2) in [0, 1]^2, placed as :func:`to_pixel` does."""
+    pix = to_pixel(locs, size, problem)
     d = np.hypot(pix[:, 0] - float(click_xy[0]), pix[:, 1] - float(click_xy[1]))
     i = int(np.argmin(d))
     return i if d[i] <= radius else None
@@ -314,7 +337,7 @@ def play(problem_name: str, num_nodes: int, seed: int, opponent: Policy | None =
         tour: list[int] = []
         (obs, cost), message, dirty = _replay(env, seed, tour), "", True
         locs = np.asarray(obs["locs"])
-        radius = max(2.5 * node_radius(len(locs), size), 12.0)
+        radius = max(2.5 * node_radius(len(locs), size, core.problem), 12.0)
         while True:
             for event in pygame.event.get():
                 if _quit_requested(pygame, event):
@@ -323,7 +346,7 @@ def play(problem_name: str, num_nodes: int, seed: int, opponent: Policy | None =
                     tour.pop()
                     (obs, cost), message, dirty = _replay(env, seed, tour), "", True
                 elif event.type == pygame.MOUSEBUTTONDOWN and event.button == 1 and not bool(core.state.done[0]):
-                    node = node_at(event.pos, locs, size, radius)
+                    node = node_at(event.pos, locs, size, radius, core.problem)
                     if node is None:
                         message = "click on a node"
                     elif not obs["action_mask"][node]:
@@ -366,4 +389,4 @@ def _board(problem_name: str, core, tour: list[int], cost: float, size, message:
     mine, theirs = cost, opp.costs[-1]
     verdict = "tie" if abs(mine - theirs) < 1e-6 else ("you win" if mine < theirs else f"{opp_name} wins")
     return side_by_side([surface_to_array(surf), opp.frames[-1]],
-                        [f"you: cost {mine:.3f} ({verdict})", f"{opp_name}: cost {theirs:.3f}"])
+                        [f"you: cost {format_cost(mine)} ({verdict})", f"{opp_name}: cost {format_cost(theirs)}"])
