@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from .problems import PROBLEMS, invalid_penalty, step
+from .problems import PROBLEMS, step
 from .render import frame_size
 
 INVALID_ACTION_MODES = ("terminate", "raise")
@@ -40,6 +40,15 @@ def resolve_num_nodes(env_cls, num_nodes: Any) -> int:
         raise ValueError(f"routing/{problem.label}-{fixed} has num_nodes={fixed}, got num_nodes={num_nodes}; "
                          f"make routing/{problem.label}-v0 for another size")
     return num_nodes
+
+
+def padded_tour(actions: list[int], length: int) -> np.ndarray:
+    """``info["tour"]``: the actions taken, in order, as an int64 array of the fixed ``length`` S (the most
+    actions an episode can take) padded with -1, so that every episode's info has one shape (replay buffers
+    that store infos stack them). The tour itself is ``tour[tour >= 0]``."""
+    tour = np.full(length, -1, dtype=np.int64)
+    tour[:len(actions)] = actions
+    return tour
 
 
 def seeded_generator(np_random: np.random.Generator) -> torch.Generator:
@@ -76,7 +85,6 @@ class RoutingEnv(gym.Env):
         self._variant = self.problem.check_variant(variant)
         self.observation_space = observation_space(self.problem, self.n_total)
         self.action_space = spaces.Discrete(self.n_total)
-        self.invalid_penalty = invalid_penalty(self.n_total)
         self._action_tensors = tuple(torch.tensor([i]) for i in range(self.n_total))  # (1,) int64, never written
         self._terminated = self._invalid = False
         self.state = None
@@ -156,7 +164,7 @@ class RoutingEnv(gym.Env):
         if terminated:
             info.setdefault("invalid_action", False)
             info["cost"] = -self._return
-            info["tour"] = list(self._tour)  # a list: Gymnasium's vector envs stack ndarray infos by shape
+            info["tour"] = padded_tour(self._tour, self.problem.max_steps(self.n_total))
         if self.render_mode == "human":
             self.render()
         return self._observation(), r, terminated, False, info
@@ -221,22 +229,32 @@ episode ended raises ``RuntimeError``.
 ## Rewards
 {rewards}
 
+A masked action (with ``invalid_action="terminate"``, the default) ends the episode with the reward
+``-(3 * (S - step) + left_out)``: S is the most actions an episode can take (the ``step`` bound), ``step``
+the actions taken so far, and ``left_out`` what ending now would charge for the unvisited nodes (their
+penalties where the problem has any, else 0). It is finite, above the cost of any feasible way to finish,
+and drops by more than each valid step costs, so progress always pays: an agent that learns without the
+mask never gains by failing early. Masking (``action_mask``, ``action_masks()``) remains the recommended
+path.
+
 ## Starting State
 {starting_state}
 
 ## Episode End
 {doc.episode_end} (or on a masked action); never truncates.
 When the episode ends, ``info`` holds ``cost`` (float, minus the episode's return: the sum of the
-rewards is exactly ``-cost``), ``tour`` (list of the actions taken, as ints) and ``invalid_action``.
+rewards is exactly ``-cost``), ``invalid_action`` (bool) and ``tour``: the actions taken, in order (not
+the masked one), as an int64 array of shape (S,) padded with -1, one shape for every episode so that
+replay buffers can store it; the tour itself is ``info["tour"][info["tour"] >= 0]``.
 
 ## Arguments
 - ``num_nodes``: {nodes}, default 20; {ids} fix it (another value raises ``ValueError``),
   ``routing/{label}-v0`` takes it.
 {variants}- ``render_mode``: ``None``, ``"human"`` (a pygame window at ``metadata["render_fps"]``) or
   ``"rgb_array"`` ((H, W, 3) uint8 frames).
-- ``invalid_action``: ``"terminate"`` (default; a masked action ends the episode with reward
-  ``-2 * sqrt(2) * N`` and ``info["invalid_action"] = True``) or ``"raise"`` (``ValueError`` naming
-  the allowed actions; the state is unchanged).
+- ``invalid_action``: ``"terminate"`` (default; a masked action ends the episode with the reward of
+  Rewards and ``info["invalid_action"] = True``) or ``"raise"`` (``ValueError`` naming the allowed
+  actions; the state is unchanged).
 - ``render_size``: ``(width, height)`` of the frames, integers of at least 64 pixels, default ``(600, 600)``.
 
 ## Example

@@ -31,7 +31,8 @@ SB3's ``VecEnv`` contract, as this adapter keeps it:
   observations (after any automatic reset), which is what sb3-contrib's ``get_action_masks`` stacks.
 - The B sub-envs are one Python object. ``get_attr``, ``set_attr`` and any other ``env_method`` act
   on the vector env itself, and the answer is repeated once per requested index.
-- ``render()`` returns sub-env 0's frame (the vector env made with ``render_mode="rgb_array"``).
+- ``get_images()`` returns one frame per sub-env and ``render()`` tiles them into one image, as SB3's
+  ``DummyVecEnv`` does (the vector env made with ``render_mode="rgb_array"``).
 
 Rewards are dense and sum to minus the episode's cost, so ``gamma=1.0`` makes the value of a state
 minus the expected remaining cost: use it for these finite-horizon problems (SB3's default 0.99
@@ -170,14 +171,10 @@ class SB3VecEnv(VecEnv):
 
     # -- rendering and closing ---------------------------------------------------------------------
     def get_images(self) -> Sequence[np.ndarray | None]:
-        """Sub-env 0's frame only (drawing all B would defeat the batching)."""
-        return [self.venv.render()]
-
-    def render(self, mode: str | None = None) -> np.ndarray | None:
-        """An (H, W, 3) uint8 frame of sub-env 0, or None (with a warning) without ``render_mode="rgb_array"``."""
-        if mode not in (None, "rgb_array"):
-            raise ValueError(f"SB3VecEnv renders 'rgb_array' frames of sub-env 0, got mode={mode!r}")
-        return self.venv.render()
+        """One (H, W, 3) uint8 frame per sub-env (SB3's ``render()`` tiles them); Nones without
+        ``render_mode="rgb_array"``."""
+        frames = self.venv.render()
+        return [None] * self.num_envs if frames is None else list(frames)
 
     def close(self) -> None:
         self.venv.close()

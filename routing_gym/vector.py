@@ -17,7 +17,7 @@ from gymnasium.vector.utils import batch_space
 from torch import Tensor
 
 from .env import INVALID_ACTION_MODES, observation_space, resolve_num_nodes, seeded_generator, sized_classes
-from .problems import PROBLEMS, invalid_penalty, step
+from .problems import PROBLEMS, step
 from .problems.base import finish, is_allowed
 from .render import frame_size
 
@@ -85,13 +85,14 @@ class RoutingVectorEnv(VectorEnv):
             last observation and info), ``DISABLED`` (finished sub-envs stay finished: their mask allows
             only the no-op node, they report done and reward 0, until ``reset(options={"reset_mask": m})``).
         array_type: ``"numpy"`` (Gymnasium's contract, spaces from ``batch_space``) or ``"torch"``
-            (tensors on ``device``, no host round trip; ``action_mask`` is then a bool tensor and
-            actions may be tensors).
-        invalid_action: ``"terminate"`` (a masked action ends that sub-env's episode with
-            ``-invalid_penalty`` and ``info["invalid_action"]``) or ``"raise"`` (checks every action; a
-            host synchronisation).
+            (tensors on ``device``, no host round trip; actions may be tensors). Both emit what the
+            spaces declare (``action_mask`` int8, 1 = allowed: ``.bool()`` it for a masked categorical, or
+            call ``action_masks()``) and report the same infos.
+        invalid_action: ``"terminate"`` (a masked action ends that sub-env's episode with the single env's
+            penalty, :func:`~routing_gym.problems.base.invalid_penalty`, and ``info["invalid_action"]``) or
+            ``"raise"`` (checks every action; a host synchronisation).
         max_episode_steps: optional truncation after this many steps of an episode (a positive int).
-        render_mode: ``"rgb_array"`` to draw sub-env 0.
+        render_mode: ``"rgb_array"``: ``render()`` draws one frame per sub-env.
         render_size: ``(width, height)`` of the frames, integers of at least 64 pixels (as the single
             env's), default ``(600, 600)``.
 
@@ -107,6 +108,14 @@ class RoutingVectorEnv(VectorEnv):
       that sub-env's episode with the penalty (``"terminate"``) or raises ``ValueError`` naming it
       (``"raise"``, which synchronises to check every action anyway). A finished sub-env ignores its
       action, whatever its value.
+
+    Infos: in a step where episodes end, ``info`` holds the single env's keys batched as Gymnasium's vector
+    envs batch them, each with its ``_key`` mask (true for the sub-envs whose episode ended, however it
+    ended: done, masked action or truncation): ``cost`` (B,) float64, ``invalid_action`` (B,) bool and
+    ``tour`` (B, S) int64, each row padded with -1 (all -1 where no episode ended). In numpy mode the keys
+    appear only in steps where an episode ended (as ``SyncVectorEnv`` does); in torch mode they are tensors
+    in every step (checking whether one ended would synchronise with the device). With ``SAME_STEP``, in a
+    step where an episode ended, they are under ``info["final_info"]``.
 
     Seeding: ``reset(seed=s)`` gives sub-env i the instance that a single env gets from
     ``reset(seed=s + i)`` (generated on the CPU, then moved); later automatic resets draw from one batched
@@ -150,8 +159,8 @@ class RoutingVectorEnv(VectorEnv):
         self.max_episode_steps = max_episode_steps
         self.render_mode = render_mode
         self.render_size = frame_size(render_size)
+        self.autoreset_mode = mode  # read by wrappers and other libraries (TorchRL), as SyncVectorEnv's
         self.metadata = {"autoreset_mode": mode, "render_modes": ["rgb_array"], "render_fps": 4}
-        self.invalid_penalty = invalid_penalty(self.n_total)
         self._variant = self.problem.check_variant(variant)
         self.single_observation_space = observation_space(self.problem, self.n_total)
         self.single_action_space = gym.spaces.Discrete(self.n_total)
@@ -163,12 +172,11 @@ class RoutingVectorEnv(VectorEnv):
         self._return = torch.zeros(self.num_envs, dtype=torch.float64, device=self.device)
         self._elapsed = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
         self._needs_reset = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-        self._invalid = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)  # ended on a masked action (kept when rendering)
-        max_steps = int(self.single_observation_space["step"].high[0])
-        # actions taken, kept on the host in numpy mode (for info["tour"]) and when rendering
-        self._records_tours = array_type == "numpy" or render_mode is not None
-        self._tour_buf = np.zeros((self.num_envs, max_steps), dtype=np.int64)
-        self._tour_len = np.zeros(self.num_envs, dtype=np.int64)
+        self._invalid = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)  # ended on a masked action
+        # the actions of each episode (info["tour"]), padded with -1; the last column takes the writes of
+        # sub-envs that record nothing in a step
+        self._tours = torch.full((self.num_envs, self.problem.max_steps(self.n_total) + 1), -1, dtype=torch.long,
+                                 device=self.device)
         self._viewer = None
         self._pool, self._pool_next = None, 0  # fresh states for automatic resets, generated B at a time
 
@@ -233,7 +241,7 @@ class RoutingVectorEnv(VectorEnv):
         self._elapsed[rows] = 0
         self._needs_reset[rows] = False
         self._invalid[rows] = False
-        self._tour_len[rows.cpu().numpy()] = 0
+        self._tours[rows] = -1
         return self._observation(), {}
 
     def step(self, actions):
@@ -241,12 +249,13 @@ class RoutingVectorEnv(VectorEnv):
         if self.state is None:
             raise RuntimeError("call reset() before step()")
         a = self._as_actions(actions)
-        mode = self.metadata["autoreset_mode"]
+        mode = self.autoreset_mode
         if self.invalid_action == "raise":
             self._check_allowed(a)
-        prev_done = self.state.done
+        prev = self.state
+        prev_done = prev.done
         resetting = self._needs_reset
-        state, reward, invalid = step(self.problem, self.state, a)
+        state, reward, invalid = step(self.problem, prev, a)
         reward = torch.where(resetting, 0.0, reward)
         ended = state.done & ~prev_done
         truncated = torch.zeros_like(ended)
@@ -256,16 +265,10 @@ class RoutingVectorEnv(VectorEnv):
             state = finish(self.problem, state, truncated)
         self._return += reward
         terminated = state.done & ~truncated if mode == AutoresetMode.DISABLED else ended & ~truncated
-        infos: dict[str, Any] = {}
         final = ended | truncated
-        if self._records_tours:
-            self._record_tours(a, ~prev_done & ~invalid & ~resetting)
-        if self.render_mode is not None:
-            self._invalid = (self._invalid & ~resetting) | invalid
-        if self.array_type == "numpy":
-            infos = self._final_infos(final, invalid)
-        else:
-            infos = {"cost": -self._return, "_cost": ended & ~invalid, "invalid_action": invalid, "_invalid_action": invalid}
+        self._record_tours(prev, a, ~prev_done & ~invalid)
+        self._invalid |= invalid
+        infos = self._episode_infos(final, invalid)
         self.state = state
         if mode == AutoresetMode.NEXT_STEP:
             if bool(resetting.any()):
@@ -297,7 +300,8 @@ class RoutingVectorEnv(VectorEnv):
         self.state = replace_rows(self.state, rows, self._pooled(len(rows)))
         self._return[rows] = 0.0
         self._elapsed[rows] = 0
-        self._tour_len[rows.cpu().numpy()] = 0
+        self._invalid[rows] = False
+        self._tours[rows] = -1
 
     def _as_actions(self, actions) -> Tensor:
         """The (B,) int64 actions on the device, checked as the class docstring says: dtype and shape
@@ -338,31 +342,27 @@ class RoutingVectorEnv(VectorEnv):
         return reward.double().cpu().numpy(), terminated.cpu().numpy(), truncated.cpu().numpy()
 
     def _observation(self) -> dict:
-        obs = self.problem.observe(self.state)
+        """The observation as the spaces declare it (``action_mask`` int8), tensors or numpy copies."""
+        obs = {**self.problem.observe(self.state), "action_mask": self.state.mask.to(torch.int8)}
         if self.array_type == "torch":
-            obs["action_mask"] = self.state.mask
             return obs
-        out = {key: value.cpu().numpy().copy() for key, value in obs.items()}
-        out["action_mask"] = self.state.mask.cpu().numpy().astype(np.int8)
-        return out
+        return {key: value.cpu().numpy().copy() for key, value in obs.items()}
 
-    # -- numpy-mode episode records ----------------------------------------------------------------
-    def _record_tours(self, actions: Tensor, valid: Tensor) -> None:
-        v = valid.cpu().numpy()
-        rows = np.flatnonzero(v)
-        self._tour_buf[rows, self._tour_len[rows]] = actions.cpu().numpy()[rows]
-        self._tour_len[rows] += 1
+    # -- episode records ---------------------------------------------------------------------------
+    def _record_tours(self, prev, actions: Tensor, valid: Tensor) -> None:
+        """Write each valid action at its episode's step (the actions taken before it, ``prev.step``); the
+        others write into the spare last column. On the device, no host synchronisation."""
+        column = torch.where(valid, prev.step, self._tours.shape[1] - 1)
+        self._tours.scatter_(1, column[:, None], actions[:, None])
 
-    def _final_infos(self, final: Tensor, invalid: Tensor) -> dict:
-        f = final.cpu().numpy()
-        if not f.any():
-            return {}
-        cost = -self._return.cpu().numpy()
-        tours = np.full(self.num_envs, None, dtype=object)
-        for i in np.flatnonzero(f):
-            tours[i] = self._tour_buf[i, :self._tour_len[i]].tolist()
-        return {"cost": np.where(f, cost, 0.0), "_cost": f, "tour": tours, "_tour": f.copy(),
-                "invalid_action": invalid.cpu().numpy() & f, "_invalid_action": f.copy()}
+    def _episode_infos(self, final: Tensor, invalid: Tensor) -> dict:
+        """The infos of the episodes ending in this step (the class docstring's Infos), in the array type."""
+        infos = {"cost": torch.where(final, -self._return, 0.0), "_cost": final,
+                 "invalid_action": invalid & final, "_invalid_action": final,
+                 "tour": torch.where(final[:, None], self._tours[:, :-1], -1), "_tour": final}
+        if self.array_type == "torch":
+            return infos
+        return {key: value.cpu().numpy() for key, value in infos.items()} if bool(final.any()) else {}
 
     def action_masks(self):
         """The current masks (B, N) as bools (numpy, or a tensor in torch mode)."""
@@ -370,8 +370,9 @@ class RoutingVectorEnv(VectorEnv):
             raise RuntimeError("call reset() before action_masks()")
         return self.state.mask if self.array_type == "torch" else self.state.mask.cpu().numpy().copy()
 
-    def render(self):
-        """An (H, W, 3) uint8 frame of sub-env 0 (``render_mode="rgb_array"``)."""
+    def render(self) -> tuple[np.ndarray, ...] | None:
+        """One (H, W, 3) uint8 frame per sub-env, as a tuple (what ``SyncVectorEnv`` gives and Gymnasium's
+        vector ``RecordVideo`` and ``HumanRendering`` tile), for ``render_mode="rgb_array"``."""
         if self.render_mode is None:
             gym.logger.warn("render() called without render_mode; make the vector env with render_mode='rgb_array'")
             return None
@@ -380,10 +381,10 @@ class RoutingVectorEnv(VectorEnv):
         if self._viewer is None:
             self._viewer = Viewer(self.problem, render_mode="rgb_array", fps=self.metadata["render_fps"],
                                   size=self.render_size)
-        first = type(self.state)(*(f[:1] if isinstance(f, Tensor) else type(f)(*(g[:1] for g in f))
-                                   for f in self.state))
-        tour = self._tour_buf[0, :self._tour_len[0]].tolist()
-        return self._viewer.draw(first, tour, float(-self._return[0]), invalid=bool(self._invalid[0]))
+        tours = self._tours[:, :-1].cpu().numpy()
+        costs, invalid = (-self._return).tolist(), self._invalid.tolist()
+        return tuple(self._viewer.draw(slice_rows(self.state, i, i + 1), tours[i][tours[i] >= 0].tolist(), costs[i],
+                                       invalid=invalid[i]) for i in range(self.num_envs))
 
     def close_extras(self, **kwargs):
         if self._viewer is not None:

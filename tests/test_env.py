@@ -9,8 +9,9 @@ import pytest
 import torch
 
 import routing_gym  # noqa: F401
-from routing_gym.problems import tour_cost
+from routing_gym.problems import step, tour_cost
 from routing_gym.problems.base import invalid_penalty
+from routing_gym.problems.pctsp import penalty_bound
 
 PROBLEMS = tuple(p.label for p in routing_gym.PROBLEMS.values())  # every problem in the registry
 FIXED_IDS = [f"routing/{p.label}-{n}" for p in routing_gym.PROBLEMS.values() for n in p.sizes]
@@ -85,9 +86,12 @@ def test_episode__return_equals_minus_info_cost_and_tour_matches(problem):
     for seed in range(3):
         ret, info, steps = random_episode(env, seed, rng)
         assert info["cost"] == -ret and info["invalid_action"] is False
-        assert len(info["tour"]) == steps
         core, inst = env.unwrapped.problem, env.unwrapped.state.instance
-        assert float(tour_cost(core, inst, torch.tensor([info["tour"]]))[0]) == pytest.approx(info["cost"], abs=1e-5)
+        tour = info["tour"]
+        assert tour.dtype == np.int64 and tour.shape == (core.max_steps(inst.locs.shape[1]),)  # one shape always
+        assert (tour[:steps] >= 0).all() and (tour[steps:] == -1).all()  # padded with -1
+        replayed = tour_cost(core, inst, torch.as_tensor(tour[tour >= 0])[None])  # the tour, unpadded
+        assert float(replayed[0]) == pytest.approx(info["cost"], abs=1e-5)
 
 
 @pytest.mark.parametrize("problem", PROBLEMS)
@@ -137,11 +141,12 @@ def test_masked_action__terminates_with_penalty_by_default(problem):
         obs, r, *_ = env.step(1)
         ret, taken = r, [1]
     bad = int(np.flatnonzero(obs["action_mask"] == 0)[0])
+    penalty = float(invalid_penalty(env.unwrapped.problem, env.unwrapped.state)[0])
     _, r, term, trunc, info = env.step(bad)
     assert term and not trunc and info["invalid_action"] is True
-    assert r == pytest.approx(-invalid_penalty(env.unwrapped.n_total))  # float32 reward
+    assert r == pytest.approx(-penalty)  # float32 reward
     assert info["cost"] == -(ret + r)
-    assert info["tour"] == taken  # the masked action is not part of the tour
+    assert info["tour"][info["tour"] >= 0].tolist() == taken  # the masked action is not part of the tour
     with pytest.raises(RuntimeError, match="episode has ended"):
         env.step(0)
 
@@ -208,3 +213,59 @@ def test_reset__the_problems_instance_of_batch_one_is_accepted_and_validated():
         env.reset(options={"instance": inst})
     with pytest.raises(ValueError, match="'demand' must be 0 at the depot"):
         env.reset(options={"instance": first._replace(demand=first.demand + 0.05)})
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_masked_action__progress_always_pays_and_the_penalty_is_above_any_feasible_remainder(problem):
+    """Along random valid episodes (with user instances at the validated extremes: PCTSP penalties up to their
+    bound), at every state: failing now costs more than a valid step followed by failing (or than the
+    finishing step), and more than the rest of the episode actually played. With a constant penalty an
+    unmasked learner that expects to fail later gains by failing at once."""
+    core = routing_gym.PROBLEMS[problem.lower()]
+    gen = torch.Generator().manual_seed(0)
+    inst = core.generate(64, 6, generator=gen)
+    if "penalty" in inst._fields:  # the largest penalties the envs accept
+        n = inst.locs.shape[1]
+        inst = inst._replace(penalty=inst.penalty / inst.penalty.amax(dim=1, keepdim=True) * penalty_bound(n))
+    state = core.reset(inst)
+
+    def failing(state):  # what a masked action costs now (node -1 is outside the nodes: always masked)
+        _, reward, invalid = step(core, state, torch.full_like(state.current, -1))
+        return torch.where(invalid, -reward, 0.0)
+
+    penalties, costs = [], []
+    while not bool(state.done.all()):
+        action = state.mask.float().multinomial(1, generator=gen).squeeze(1)
+        before = ~state.done
+        penalties.append(failing(state))
+        state, reward, invalid = step(core, state, action)
+        assert not invalid.any()
+        costs.append(-reward)
+        assert (penalties[-1] > costs[-1] + failing(state))[before].all()  # progress pays
+    remainders = torch.stack(costs).flip(0).cumsum(0).flip(0)  # what the rest of each episode cost
+    played = torch.stack(penalties) > 0
+    assert (torch.stack(penalties) > remainders)[played].all()
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_info__tour_has_one_shape_for_every_episode_and_a_replay_buffer_stores_it(problem):
+    """Tianshou's buffer stacks the infos it stores: a tour whose length varies with the episode broke it
+    ("shape mismatch"); episodes ended by a masked action included."""
+    tianshou = pytest.importorskip("tianshou")
+    env = gym.make(f"routing/{problem}-v0", num_nodes=6)
+    buffer = tianshou.data.ReplayBuffer(200)
+    rng = np.random.default_rng(0)
+    shapes = set()
+    for episode in range(6):
+        obs, _ = env.reset(seed=episode)
+        done = False
+        while not done:
+            masked = episode % 2 and rng.random() < 0.3  # some episodes end on a masked action
+            choices = np.flatnonzero(obs["action_mask"] != masked)
+            action = int(rng.choice(choices)) if len(choices) else 0
+            next_obs, r, term, trunc, info = env.step(action)
+            buffer.add(tianshou.data.Batch(obs=obs, act=action, rew=r, terminated=term, truncated=trunc,
+                                           obs_next=next_obs, info=info))
+            obs, done = next_obs, term or trunc
+        shapes.add(info["tour"].shape)
+    assert len(shapes) == 1 and buffer.info.tour.shape[1:] == shapes.pop() and len(buffer) > 12

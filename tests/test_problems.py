@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from routing_gym.problems import CVRP, OP, PCTSP, PROBLEMS, TSP, step, tour_cost
-from routing_gym.problems.base import interpolate_table, invalid_penalty, replay
+from routing_gym.problems.base import interpolate_table, replay
 from routing_gym.problems.cvrp import capacity
 from routing_gym.problems.op import max_length
 
@@ -173,7 +173,7 @@ def test_step__masked_action_terminates_with_penalty_and_noop_mask():
     state = CVRP.reset(one(CVRP, locs=[[0, 0], [0.1, 0], [0.2, 0]], demand=[0, 0.5, 0.5]))
     state, r, invalid = step(CVRP, state, torch.tensor([0]))  # depot first is masked
     assert invalid.item() and state.done.item()
-    assert float(r[0]) == pytest.approx(-invalid_penalty(3))
+    assert float(r[0]) == pytest.approx(-3.0 * 4)  # 3 per step left: 2 customers, at most 4 steps
     assert state.mask[0].tolist() == [True, False, False]
     state2, r2, invalid2 = step(CVRP, state, torch.tensor([0]))  # finished: no-op, nothing added
     assert float(r2[0]) == 0.0 and not invalid2.item() and torch.equal(state2.mask, state.mask)
@@ -289,7 +289,7 @@ def test_step_core__refuses_non_int64_actions_and_masks_indices_outside_the_node
             step(TSP, state, bad)
     state, r, invalid = step(TSP, state, torch.tensor([1, 3, -1]))  # no raw indexing error: masked actions
     assert invalid.tolist() == [False, True, True] and state.done.tolist() == [False, True, True]
-    assert r[1:].tolist() == pytest.approx([-invalid_penalty(3)] * 2)
+    assert r[1:].tolist() == pytest.approx([-3.0 * 3] * 2)  # 3 per step left: 3 nodes
     assert state.mask[1:].sum(dim=1).tolist() == [1, 1]  # done: the no-op only
 
 

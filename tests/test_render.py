@@ -80,7 +80,7 @@ def test_render__depot_and_current_node_pixels_have_their_colours(problem):
     for _ in range(2):
         obs, *_ = env.step(nearest_policy(env, obs))
     frame = env.render()
-    pix = to_pixel(obs["locs"], (400, 400))
+    pix = to_pixel(obs["locs"], (400, 400), problem)
     current = int(obs["current_node"])
     assert current != 0
     assert pixel(frame, pix[current]) == CURRENT_COLOUR
@@ -111,13 +111,13 @@ def test_routes__cvrp_split_at_depot_and_closed_when_done():
     done = False
     while not done:
         obs, _, done, _, info = env.step(nearest_policy(env, obs))
-    snap = render.snapshot("cvrp", env.unwrapped.state, info["tour"], info["cost"])
+    snap = render.snapshot("cvrp", env.unwrapped.state, info["tour"][info["tour"] >= 0], info["cost"])
     paths = render.routes(snap)
     assert all(p[0] == 0 and p[-1] == 0 for p in paths)
     assert sorted(i for p in paths for i in p if i) == list(range(1, 7))
 
 
-def test_vector_render__returns_frame_of_sub_env_zero():
+def test_vector_render__frame_of_sub_env_zero_is_the_single_envs():
     venv = gym.make_vec("routing/CVRP-v0", num_envs=3, vectorization_mode="vector_entry_point", num_nodes=8,
                         render_mode="rgb_array")
     env = make("cvrp", size=(600, 600))
@@ -128,7 +128,7 @@ def test_vector_render__returns_frame_of_sub_env_zero():
         actions = np.array([a] + [int(np.flatnonzero(m)[0]) for m in vobs["action_mask"][1:]])
         vobs, *_ = venv.step(actions)
         obs, *_ = env.step(a)
-    frame = venv.render()
+    frame = venv.render()[0]  # one frame per sub-env
     assert frame.shape == (600, 600, 3) and frame.dtype == np.uint8
     assert np.array_equal(frame, env.render())
     venv.close()
@@ -185,7 +185,7 @@ def test_save_png__writes_picture_of_requested_size(tmp_path):
     done = False
     while not done:
         obs, _, done, _, info = env.step(nearest_policy(env, obs))
-    path = save_png(env.unwrapped.problem, env.unwrapped.state, info["tour"], info["cost"],
+    path = save_png(env.unwrapped.problem, env.unwrapped.state, info["tour"][info["tour"] >= 0], info["cost"],
                     tmp_path / "s.png", size=(300, 200))
     assert pygame.image.load(path).get_size() == (300, 200)
 
@@ -295,7 +295,7 @@ def test_play__clicks_build_tour_refuse_masked_and_exit_on_close(monkeypatch):
     size = (300, 300)
     env = make("tsp", n=5)
     obs, _ = env.reset(seed=0)
-    pix = to_pixel(obs["locs"], size)
+    pix = to_pixel(obs["locs"], size, "tsp")
 
     def click(i):
         return pygame.event.Event(pygame.MOUSEBUTTONDOWN, button=1, pos=tuple(int(v) for v in pix[i]))
@@ -377,4 +377,196 @@ def test_render_size__the_smallest_frames_draw_alike_in_both_envs():
                         render_mode="rgb_array", render_size=(64, 80))
     env.reset(seed=0)
     venv.reset(seed=0)
-    assert np.array_equal(env.render(), venv.render()) and env.render().shape == (80, 64, 3)
+    assert np.array_equal(env.render(), venv.render()[0]) and env.render().shape == (80, 64, 3)  # one frame per sub-env
+
+
+# -- what a reader sees: legend, colours, arrowheads, margins, numbers ---------------------------------
+def episode_snapshots(problem, n=8, seed=0, policy=nearest_policy):
+    """(snapshot, frame) of every state of one episode, from the first frame to the final one."""
+    env = make(problem, n=n, size=(300, 300))
+    obs, _ = env.reset(seed=seed)
+    out, tour, done = [], [], False
+    while True:
+        core = env.unwrapped
+        out.append((render.snapshot(problem, core.state, list(tour), -core._return, core._invalid), env.render()))
+        if done:
+            break
+        tour.append(policy(env, obs))
+        obs, _, done, _, _ = env.step(tour[-1])
+    env.close()
+    return out
+
+
+def near(frame, colour, tol=40) -> int:
+    """How many pixels lie within ``tol`` (Euclidean, RGB) of ``colour``."""
+    return int((np.linalg.norm(frame.astype(float) - np.array(colour, float), axis=-1) < tol).sum())
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_legend__current_node_entry_only_on_frames_that_show_one(problem):
+    unit = routing_gym.PROBLEMS[problem]
+    shots = episode_snapshots(problem)
+    for snap, frame in shots:
+        glyphs = [e.glyph for e in render.frame_legend(snap)]
+        has_current = not snap.done and (unit.has_depot or snap.step > 0)
+        assert ("current" in glyphs) == has_current, (snap.step, glyphs)
+        assert not any("current" in e.text for e in render.frame_legend(snap) if e.glyph != "current")
+    final_snap, final = shots[-1]
+    assert final_snap.done and near(final, render.CURRENT_COLOUR) == 0  # neither the node nor its legend entry
+    assert near(shots[1][1], render.CURRENT_COLOUR) > 0
+
+
+def test_legend__problem_words_become_the_renderers_glyphs():
+    entries = render.legend_entries("cvrp")
+    assert [(e.glyph, e.text) for e in entries] == [
+        ("depot", "depot"), ("current", "current node"), ("routes", "one colour per route"),
+        ("unavailable", "does not fit")]
+    assert [(e.glyph, e.text) for e in render.legend_entries("tsp")] == [
+        ("start", "start"), ("current", "current node"), ("unavailable", "not allowed now")]
+    assert [e.glyph for e in render.legend_entries("pctsp")] == ["depot", "current", "size", "ring", "unavailable"]
+    for problem in PROBLEMS:  # every entry has the glyph the frame draws; none is the bare colour word
+        for entry in render.legend_entries(problem):
+            assert entry.glyph in render.LEGEND_GLYPHS and "=" not in entry.text, (problem, entry)
+
+
+def test_legend__entries_follow_what_the_frame_shows():
+    first, *_, last = episode_snapshots("cvrp", n=12)
+    assert [e.glyph for e in render.frame_legend(first[0])] == ["depot", "current"]  # no route, no hollow node yet
+    assert [e.glyph for e in render.frame_legend(last[0])] == ["depot", "routes"]
+    hollow = [s for s, _ in episode_snapshots("cvrp", n=12) if render.look(s).hollow.any()]
+    assert hollow and all(("unavailable", "does not fit") in render.frame_legend(s) for s in hollow)
+    pctsp_final = episode_snapshots("pctsp", n=12, seed=1)[-1][0]
+    assert render.look(pctsp_final).hollow.any()  # the nodes left out
+    assert ("unavailable", render.NOT_VISITED) in render.frame_legend(pctsp_final)
+    sdvrp_final = episode_snapshots("sdvrp", n=8)[-1][0]  # every demand delivered: sizes no longer differ
+    assert "size" not in [e.glyph for e in render.frame_legend(sdvrp_final)]
+
+
+def test_legend__readable_size_and_contrast():
+    def luminance(rgb):
+        c = np.array(rgb) / 255
+        c = np.where(c <= 0.03928, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+        return float(c @ [0.2126, 0.7152, 0.0722])
+
+    lum = sorted([luminance(render.LEGEND_TEXT_COLOUR), luminance(render.BACKGROUND)])
+    assert (lum[1] + 0.05) / (lum[0] + 0.05) >= 7  # WCAG AAA for text
+    for problem in PROBLEMS:
+        for side, least in ((600, 14), (360, 11)):  # legend text, in pixels of the frame
+            rows, px = render.legend_plan(problem, side, side)
+            assert rows in (1, 2) and px / render.SUPERSAMPLE >= least, (problem, side, px)
+
+
+def test_fonts__bold_is_a_true_face_not_pygames_synthetic_bold(monkeypatch):
+    """pygame's set_bold thickens letters without widening their advance, leaving gaps ("ship ped"):
+    the bold text is set in a bold face of its own instead."""
+    import pygame
+
+    pygame.font.init()
+    regular, bold = render._font_file(pygame, False), render._font_file(pygame, True)
+    assert bold is None or bold != regular  # None: pygame's own font, itself a bold face
+    calls = []
+
+    class Font(pygame.font.Font):
+        def set_bold(self, value):
+            calls.append(value)
+            super().set_bold(value)
+
+    monkeypatch.setattr(pygame.font, "Font", Font)
+    monkeypatch.setattr(render, "_FONTS", {})
+    env = make("cvrp", n=5)
+    env.reset(seed=0)
+    render.render_surface("cvrp", env.unwrapped.state, [], 0.0, SIZE)
+    assert render._FONTS and not any(calls)
+
+
+def test_format_cost__no_negative_zero():
+    assert render.format_cost(-0.0) == "0.000"
+    assert render.format_cost(-0.0004) == "0.000"
+    assert render.format_cost(-0.0006) == "-0.001"
+    assert render.format_cost(2.5) == "2.500" and render.format_cost(-1.25) == "-1.250"
+    env = make("tsp", n=6)
+    env.reset(seed=0)
+    state = env.unwrapped.state
+    frames = [render.surface_to_array(render.render_surface("tsp", state, [], c, SIZE)) for c in (0.0, -0.0, -1e-6)]
+    assert np.array_equal(frames[0], frames[1]) and np.array_equal(frames[0], frames[2])
+
+
+def test_arrow_edges__a_route_there_and_back_has_one_arrowhead():
+    assert render.arrow_edges([[0, 3, 0]]) == [[True, False]]
+    assert render.arrow_edges([[0, 1, 2, 0], [0, 3, 0]]) == [[True, True, True], [True, False]]
+    assert render.arrow_edges([[4, 4]]) == [[False]]
+
+
+def test_render__depot_and_back_route_draws_one_arrowhead_pointing_out():
+    """CVRP with one customer due east of the depot: the route 0 -> 1 -> 0 draws both edges on one line;
+    the arrowhead is a single triangle pointing away from the depot (its back wider than its tip), not two
+    opposite ones on top of each other (a symmetric bow tie)."""
+    size = (600, 600)
+    env = make("cvrp", n=1, size=size)
+    inst = {"locs": np.array([[0.1, 0.5], [0.9, 0.5]], np.float32), "demand": np.array([0.0, 0.5], np.float32)}
+    env.reset(options={"instance": inst})
+    *_, done, _, _ = env.step(1)
+    assert done and render.routes(render.snapshot("cvrp", env.unwrapped.state, [1], 0.0)) == [[0, 1, 0]]
+    frame = env.render()
+    (x0, y), (x1, _) = to_pixel(inst["locs"], size, "cvrp")
+    band = frame[y - 15:y + 16, x0 + 20:x1 - 20]
+    heights = (np.linalg.norm(band.astype(float) - np.array(ROUTE_COLOURS[0], float), axis=-1) < 60).sum(axis=0)
+    line = int(np.median(heights))
+    head = np.flatnonzero(heights > line)  # the columns of the arrowhead
+    assert len(head) >= 6, heights
+    span = heights[head[0]:head[-1] + 1]
+    quarter = max(1, len(span) // 4)
+    assert span[:quarter].mean() > span[-quarter:].mean() + 2, span  # wide back to the left, tip to the right
+
+
+@pytest.mark.parametrize("problem", ["tsp", "cvrp", "op", "pctsp"])
+@pytest.mark.parametrize("size", [(600, 600), (240, 200), (200, 400)])
+def test_layout__nodes_on_the_unit_squares_edge_are_drawn_inside_the_frame(problem, size):
+    """Nodes at the corners and edge midpoints of the unit square, at their largest (prize, penalty ring,
+    start diamond, current ring, depot): the frame line and the pixels just inside and outside it are the
+    same as in a frame whose nodes all sit in the middle."""
+    unit = routing_gym.PROBLEMS[problem]
+    edge = [[1, 1], [0, 1], [1, 0], [0.5, 0], [0, 0.5], [1, 0.5], [0.5, 1]]
+    env = gym.make(f"routing/{unit.label}-v0", num_nodes=8 if not unit.has_depot else 7, render_mode="rgb_array",
+                   render_size=size)
+    env.reset(seed=0)
+    base = env.unwrapped.state.instance
+
+    def frames(locs):
+        fields = {"locs": torch.tensor([locs], dtype=torch.float32)}
+        for name in ("prize", "penalty"):
+            if name in base._fields:  # all equal: every node at its largest, every ring at its widest
+                fields[name] = torch.where(torch.arange(len(locs)) > 0, 0.2, 0.0)[None].float()
+        if "max_length" in base._fields:
+            fields["max_length"] = torch.tensor([10.0])
+        env.reset(options={"instance": base._replace(**fields)})
+        out = [env.render()]
+        for a in (0, 1) if not unit.has_depot else (1,):  # a step to the corner (1, 1): the current ring there
+            env.step(a)
+            out.append(env.render())
+        return out
+
+    at_edges = frames([[0.0, 0.0]] + edge)
+    in_middle = frames([[0.0, 0.0] if unit.has_depot else [0.5, 0.5]] + [[0.5, 0.5]] * 7)
+    if unit.has_depot:  # the depot stays at the corner in both: compare against a frame without it there
+        in_middle = frames([[0.5, 0.5]] * 8)
+    x, y, w, h = render.paper_rect(size, problem)
+    mask = np.zeros((size[1], size[0]), bool)
+    for r in (-1, 0, 1, 2):  # one pixel outside the frame line, the line, two inside
+        mask[y + r, x - 1:x + w + 1] = mask[y + h - 1 - r, x - 1:x + w + 1] = True
+        mask[y - 1:y + h + 1, x + r] = mask[y - 1:y + h + 1, x + w - 1 - r] = True
+    for a, b in zip(at_edges, in_middle):
+        assert np.array_equal(a[mask], b[mask]), np.argwhere(mask & (a != b).any(-1))[:5]
+    lay = render.layout(size, problem)
+    assert lay.margin >= render.NODE_REACH * lay.side  # the margin holds the largest node glyph
+    env.close()
+
+
+def test_checkpoint_labels__tell_checkpoints_of_one_name_apart():
+    from agents.apps.visual import checkpoint_labels
+
+    assert checkpoint_labels(["runs/a/last.pt", "runs/b/last.pt"]) == ["a/last", "b/last"]
+    assert checkpoint_labels(["runs/a/last.pt", "runs/a/best.pt", "nearest", "pretrained"]) == \
+        ["last", "best", "nearest", "pretrained"]
+    assert checkpoint_labels(["x/a/last.pt", "y/a/last.pt"]) == ["x/a/last", "y/a/last"]
+    assert checkpoint_labels(["runs/a/last.pt", "runs/a/last.pt"]) == ["last", "last"]  # record numbers them

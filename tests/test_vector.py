@@ -6,6 +6,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 import routing_gym  # noqa: F401
+from routing_gym.problems.base import invalid_penalty
 from routing_gym.vector import RoutingVectorEnv
 
 PROBLEMS = tuple(p.label for p in routing_gym.PROBLEMS.values())  # every problem in the registry
@@ -75,17 +76,20 @@ def test_disabled__finished_sub_envs_stay_done_with_a_noop_mask(problem):
     obs, _ = venv.reset(seed=0)
     ever_done = torch.zeros(6, dtype=torch.bool)
     returns = torch.zeros(6, dtype=torch.float64)
+    costs = torch.full((6,), float("nan"), dtype=torch.float64)
     for _ in range(60):
         a = obs["action_mask"].float().multinomial(1, generator=torch.Generator().manual_seed(1)).squeeze(1)
         before = ever_done.clone()
         obs, r, term, trunc, info = venv.step(a)
         assert isinstance(r, torch.Tensor) and torch.isfinite(r).all()
         assert (r[before] == 0).all() and term[before].all()
+        assert torch.equal(info["_cost"], term & ~before)  # flagged once, in the step that ends the episode
         returns += r
+        costs = torch.where(info["_cost"], info["cost"], costs)
         ever_done |= term
         assert (obs["action_mask"][ever_done].sum(dim=1) == 1).all()
     assert ever_done.all()
-    assert torch.allclose(info["cost"], -returns.to(info["cost"].dtype))
+    assert torch.allclose(costs, -returns)
     obs, _ = venv.reset(options={"reset_mask": np.array([True, False, True, False, False, False])})
     assert venv.unwrapped.state.done.tolist() == [False, True, False, True, True, True]
 
@@ -100,7 +104,10 @@ def test_next_step__finished_sub_env_resets_on_the_next_step(problem):
         if term.any():
             i = int(np.flatnonzero(term)[0])
             costs.append(info["cost"][i])
-            assert info["_cost"][i] and isinstance(info["tour"][i], list)
+            tour = info["tour"][i]
+            assert info["_cost"][i] and info["_tour"][i]
+            assert tour.shape == (venv.unwrapped.problem.max_steps(venv.unwrapped.n_total),)
+            assert (tour[tour >= 0] == tour[:int((tour >= 0).sum())]).all()  # the actions first, then -1s
             obs2, r2, term2, _, _ = venv.step(first_allowed(obs["action_mask"]))
             assert r2[i] == 0.0 and not term2[i]
             assert obs2["step"][i, 0] == 0  # a fresh episode
@@ -125,7 +132,7 @@ def test_same_step__final_obs_and_info_then_reset_obs():
 def test_torch_mode__tensors_on_device_and_tensor_actions():
     venv = make_vec("OP", num_envs=4, array_type="torch", prize_type="const")
     obs, _ = venv.reset(seed=0)
-    assert obs["action_mask"].dtype == torch.bool and obs["locs"].device.type == "cpu"
+    assert obs["action_mask"].dtype == torch.int8 and obs["locs"].device.type == "cpu"  # as the space declares
     assert (obs["prize"][:, 1:] == 1).all()
     obs, r, term, trunc, _ = venv.step(obs["action_mask"].int().argmax(dim=1))
     assert r.dtype == torch.float32 and term.dtype == torch.bool
@@ -179,10 +186,11 @@ def test_step__out_of_range_tensor_is_a_masked_action_or_a_value_error(array_typ
     sub-env as a masked action does; raise mode names it (never a raw indexing error)."""
     venv = make_vec("TSP", num_envs=3, array_type=array_type)
     venv.reset(seed=0)
+    penalty = invalid_penalty(venv.unwrapped.problem, venv.unwrapped.state)
     _, r, term, _, info = venv.step(torch.tensor([1, 10, -1]))
     r, term = np.asarray(r), np.asarray(term)
     assert term.tolist() == [False, True, True]
-    assert r[1] == r[2] == pytest.approx(-venv.unwrapped.invalid_penalty)
+    assert r[1:].tolist() == pytest.approx((-penalty[1:]).tolist())
     assert np.asarray(info["invalid_action"]).tolist() == [False, True, True]
     strict = make_vec("TSP", num_envs=3, array_type=array_type, invalid_action="raise")
     strict.reset(seed=0)
@@ -201,6 +209,7 @@ def test_step__cuda_tensor_actions_are_checked_without_a_host_synchronisation(pr
     clamps it on the device and treats it as a masked action, and checks dtype and shape from metadata."""
     venv = make_vec(problem, num_envs=3, device="cuda", array_type="torch", autoreset_mode="Disabled")
     venv.reset(seed=0)
+    penalty = invalid_penalty(venv.unwrapped.problem, venv.unwrapped.state)
     actions = torch.tensor([1, 10**6, -5], device="cuda")
     torch.cuda.set_sync_debug_mode("error")
     try:
@@ -210,7 +219,7 @@ def test_step__cuda_tensor_actions_are_checked_without_a_host_synchronisation(pr
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert term.tolist() == [False, True, True] and info["invalid_action"].tolist() == [False, True, True]
-    assert r[1:].tolist() == pytest.approx([-venv.unwrapped.invalid_penalty] * 2)
+    assert r[1:].tolist() == pytest.approx((-penalty[1:]).tolist())
     strict = make_vec(problem, num_envs=3, device="cuda", array_type="torch", invalid_action="raise")
     strict.reset(seed=0)
     with pytest.raises(ValueError, match=r"sub-env 1: action 1000000 is outside"):
@@ -298,3 +307,82 @@ def test_sync_vector_env__over_single_envs_survives_episode_ends(problem):
         obs, r, term, trunc, info = venv.step(first_allowed(obs["action_mask"]))
         ended += int(term.sum())
     assert ended >= 2 and np.isfinite(r).all()
+
+
+# -- the VectorEnv contract that wrappers and other libraries read --------------------------------
+@pytest.mark.parametrize("mode", list(AutoresetMode))
+def test_autoreset_mode__is_an_attribute_as_well_as_metadata(mode):
+    venv = make_vec("TSP", autoreset_mode=mode)
+    assert venv.autoreset_mode is mode and venv.metadata["autoreset_mode"] is mode
+
+
+def test_render__one_frame_per_sub_env_each_the_single_envs_frame():
+    venv = make_vec("CVRP", num_envs=3, n=6, render_mode="rgb_array", render_size=(96, 96))
+    singles = [gym.make("routing/CVRP-v0", num_nodes=6, render_mode="rgb_array", render_size=(96, 96))
+               for _ in range(3)]
+    obs, _ = venv.reset(seed=4)
+    for i, env in enumerate(singles):
+        env.reset(seed=4 + i)
+    for _ in range(3):
+        actions = first_allowed(obs["action_mask"])
+        obs, *_ = venv.step(actions)
+        for env, a in zip(singles, actions):
+            env.step(int(a))
+    frames = venv.render()
+    assert isinstance(frames, tuple) and len(frames) == 3
+    for frame, env in zip(frames, singles):
+        assert frame.shape == (96, 96, 3) and frame.dtype == np.uint8 and np.array_equal(frame, env.render())
+
+
+def test_render__gymnasium_vector_human_rendering_tiles_the_frames(monkeypatch):
+    """Gymnasium's vector HumanRendering asserts one frame per sub-env (before: AssertionError)."""
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    from gymnasium.wrappers.vector import HumanRendering
+
+    venv = HumanRendering(make_vec("TSP", num_envs=2, n=5, render_mode="rgb_array", render_size=(64, 64)))
+    obs, _ = venv.reset(seed=0)
+    for _ in range(6):
+        obs, *_ = venv.step(first_allowed(obs["action_mask"]))
+    assert venv.window is not None
+    venv.close()
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_torch_mode__observations_are_in_the_declared_space(problem):
+    """What torch mode emits matches the spaces it declares (``action_mask`` int8 as ``MultiBinary``)."""
+    venv = make_vec(problem, num_envs=3, array_type="torch")
+    obs, _ = venv.reset(seed=0)
+    for key, space in venv.single_observation_space.spaces.items():
+        assert obs[key].dtype == torch.as_tensor(np.zeros(1, space.dtype)).dtype, key
+    assert venv.observation_space.contains({k: v.numpy() for k, v in obs.items()})
+    assert torch.equal(venv.action_masks(), obs["action_mask"].bool())
+
+
+@pytest.mark.parametrize("mode", list(AutoresetMode))
+@pytest.mark.parametrize("problem", ["TSP", "CVRP", "PCTSP"])
+def test_infos__numpy_and_torch_modes_report_the_same_episodes(problem, mode):
+    """Episodes ended by the rules, by a masked action and by truncation are flagged alike in both modes
+    (before: torch mode's ``_cost`` was False for the last two)."""
+    envs = {at: make_vec(problem, num_envs=8, n=6, array_type=at, autoreset_mode=mode, max_episode_steps=5)
+            for at in ("numpy", "torch")}
+    obs = {at: env.reset(seed=1)[0] for at, env in envs.items()}
+    rng = np.random.default_rng(0)
+    ended = {"masked": 0, "truncated": 0, "all": 0}
+    for _ in range(30):
+        mask = obs["numpy"]["action_mask"].astype(bool)
+        actions = np.array([rng.choice(np.flatnonzero(m)) if rng.random() > 0.1 else int(np.argmin(m)) for m in mask])
+        infos = {}
+        for at, env in envs.items():
+            obs[at], _, _, truncated, info = env.step(actions if at == "numpy" else torch.as_tensor(actions))
+            infos[at] = info.get("final_info", info)  # SAME_STEP: the infos of the episodes that ended
+        flagged = infos["torch"]["_cost"].numpy()
+        if not flagged.any():
+            assert infos["numpy"] == {}
+            continue
+        assert infos["numpy"].keys() == infos["torch"].keys()
+        for key, value in infos["numpy"].items():
+            np.testing.assert_allclose(value, infos["torch"][key].numpy(), err_msg=key)
+        ended["all"] += flagged.sum()
+        ended["masked"] += infos["numpy"]["invalid_action"].sum()
+        ended["truncated"] += (np.asarray(truncated) & flagged).sum()
+    assert min(ended.values()) > 0, ended

@@ -116,7 +116,7 @@ def rollout(policy: Policy, env, instances, *, strategy: str = "greedy", generat
             a = torch.multinomial(p, 1, generator=generator).squeeze(1)
         counted = ~env.state.done
         if t == 0 and first_actions is not None:  # forced where allowed (an OP node may be out of reach)
-            forced = obs["action_mask"].gather(1, first_actions[:, None]).squeeze(1)
+            forced = obs["action_mask"].gather(1, first_actions[:, None]).squeeze(1).bool()
             a = torch.where(forced, first_actions, a)
             counted = counted & ~forced
         log_likelihood = log_likelihood + torch.where(counted, logp.gather(1, a[:, None]).squeeze(1), 0.0)

@@ -73,7 +73,7 @@ class NearestNeighbour:
     def log_probs(self, locs: Tensor, obs: dict) -> tuple[Tensor, Tensor]:
         current = locs[torch.arange(locs.shape[0], device=locs.device), obs["current_node"]]
         dist = torch.linalg.vector_norm(locs - current[:, None], dim=-1)
-        mask = obs["action_mask"]
+        mask = obs["action_mask"].bool()
         nodes = torch.arange(mask.shape[1], device=mask.device)
         if self.start_at_zero:  # the first action is node 0
             dist = dist.masked_fill((obs["step"][:, 0] == 0)[:, None] & (nodes != 0), float("inf"))

@@ -18,6 +18,8 @@ in ``routing_gym.problems`` (nothing outside a unit names a problem or re-states
   Inactive sub-envs (finished, or taking a masked action) arrive with ``action == state.current``, so
   staying put changes nothing but what accumulates per visit, which ``active`` gates;
 - ``noop(state)``: the action of a finished sub-env;
+- ``left_out_cost(state)``: what ending the episode now would charge for the unvisited nodes (PCTSP's
+  penalties; 0 by default), which :func:`invalid_penalty` adds;
 - ``observe(state) -> dict`` of batched tensors under the observation keys, and
   ``bounds(num_nodes_total) -> dict`` of ``key -> (shape, low, high)`` for the observation space;
 - ``policy`` (:class:`PolicyInputs`): what a network reads (node features, step context);
@@ -26,15 +28,15 @@ in ``routing_gym.problems`` (nothing outside a unit names a problem or re-states
 - ``doc`` (:class:`EnvDoc`): the problem's sections of its env's docstring.
 
 :func:`step` wraps ``transition`` with what is the same for all: finished sub-envs ignore their action
-(no-op), a masked action ends the episode with :func:`invalid_penalty`, and a finished sub-env's mask
-allows only its no-op node. :func:`tour_cost` replays a tour through the same dynamics, so cost and
-feasibility have one source of truth.
+(no-op), a masked action ends the episode with :func:`invalid_penalty` (which grows with what is left
+undone, so that progress always pays), and a finished sub-env's mask allows only its no-op node.
+:func:`tour_cost` replays a tour through the same dynamics, so cost and feasibility have one source of
+truth.
 
 Dimension names in shape comments: B batch, N nodes (depot included), S steps.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -159,11 +161,12 @@ class Problem:
     @classmethod
     def check_variant(cls, variant: Mapping[str, Any]) -> dict[str, Any]:
         """The full variant (defaults filled in) from keyword options; an unknown option raises
-        ``TypeError`` (as an unknown keyword argument would), a bad value ``ValueError``."""
+        ``TypeError`` worded as Python words an unknown keyword argument (tools such as TorchRL's ``GymEnv``
+        retry without an optional keyword on that message), a bad value ``ValueError``."""
         unknown = sorted(set(variant) - set(cls.variants))
         if unknown:
-            known = f"; {cls.label} takes {sorted(cls.variants)}" if cls.variants else f"; {cls.label} takes none"
-            raise TypeError(f"unknown {cls.label} option(s) {unknown}{known}")
+            known = f"{cls.label} takes {sorted(cls.variants)}" if cls.variants else f"{cls.label} takes none"
+            raise TypeError(f"got an unexpected keyword argument {unknown[0]!r} ({known})")
         out = {}
         for key, spec in cls.variants.items():
             value = variant.get(key, spec.default)
@@ -187,6 +190,18 @@ class Problem:
         if missing:
             raise ValueError(f"{cls.label}'s instance field(s) {missing} are not observed")
         return cls.Instance(**{f: obs[f] for f in cls.Instance._fields})
+
+    @classmethod
+    def max_steps(cls, n_total: int) -> int:
+        """S, the most actions an episode on N nodes can take: the bound of the ``step`` observation (and
+        the length of the padded ``info["tour"]``)."""
+        return int(cls.bounds(n_total)["step"][2])
+
+    @staticmethod
+    def left_out_cost(state) -> Tensor:
+        """(B,) what ending the episode now would charge for the nodes still unvisited: 0 (PCTSP overrides:
+        their penalties). Part of :func:`invalid_penalty`."""
+        return torch.zeros_like(state.done, dtype=torch.float32)
 
     @staticmethod
     def noop(state) -> Tensor:
@@ -214,12 +229,28 @@ def interpolate_table(table: Mapping[int, float], n: int) -> float:
     return float(table[lo] * (1 - w) + table[hi] * w)
 
 
-def invalid_penalty(num_nodes: int) -> float:
-    """Cost charged for a masked action: ``2 * sqrt(2) * N``, above any feasible episode's cost.
+STEP_COST_BOUND = 3.0  # above what one step can cost, 2 sqrt(2): an edge and a return (or closing) edge
 
-    (Jumanji's convention: no tour in the unit square is longer than ``sqrt(2) * N``.)
+
+def invalid_penalty(problem, state) -> Tensor:
+    """(B,) cost charged for a masked action in ``state``: ``3 * (S - step)`` plus what leaving the unvisited
+    nodes out costs (:meth:`Problem.left_out_cost`: PCTSP's penalties, 0 elsewhere), where S is the most
+    actions an episode can take (:meth:`Problem.max_steps`) and ``step`` the actions taken so far.
+
+    It grows with what is left undone, so that progress always pays:
+
+    - above any feasible remainder: finishing from ``state`` takes at most ``S - step`` (>= 1) steps, each
+      costing at most ``2 sqrt(2) < 3`` in the unit square (an edge and, on the last one, the return or
+      closing edge), plus at most the left-out cost, charged once;
+    - each valid step lowers it by at least 3 (one step fewer left; the left-out cost only shrinks), more
+      than the step costs. So failing now costs more than any valid action followed by anything, and an
+      unmasked learner never gains by failing early (with a constant penalty, a policy that expects to
+      fail later gains by failing at once).
+
+    Valid episodes never pay it: their rewards sum to minus their cost.
     """
-    return 2.0 * math.sqrt(2.0) * num_nodes
+    steps_left = problem.max_steps(state.mask.shape[-1]) - state.step
+    return STEP_COST_BOUND * steps_left + problem.left_out_cost(state)
 
 
 def check_num_nodes(num_nodes: Any, minimum: int = 2) -> int:
@@ -281,10 +312,10 @@ def step(problem, state, action: Tensor):
             action (checked on the device, also without synchronising).
 
     Returns:
-        ``(state, reward, invalid)``: the new state, reward (B,) float (minus the step's cost; minus
-        :func:`invalid_penalty` for a masked action) and invalid (B,) bool, true where this step's
-        action was masked (that sub-env is then done). A sub-env that was already done ignores its
-        action, gets reward 0 and keeps a mask that allows only its no-op node.
+        ``(state, reward, invalid)``: the new state, reward (B,) float (minus the step's cost; for a
+        masked action, minus :func:`invalid_penalty` of the state it is taken in) and invalid (B,) bool,
+        true where this step's action was masked (that sub-env is then done). A sub-env that was already
+        done ignores its action, gets reward 0 and keeps a mask that allows only its no-op node.
     """
     if action.dtype != torch.int64 or action.shape != state.done.shape:
         raise ValueError(f"actions must be a {tuple(state.done.shape)} int64 tensor of node indices, "
@@ -293,8 +324,9 @@ def step(problem, state, action: Tensor):
     active = allowed & ~state.done
     invalid = ~(allowed | state.done)
     action = torch.where(active, action, state.current)  # inactive sub-envs stay where they are
+    penalty = invalid_penalty(problem, state)
     state, cost = problem.transition(state, action, active)
-    reward = torch.where(invalid, -invalid_penalty(state.mask.shape[-1]), -cost)
+    reward = torch.where(invalid, -penalty, -cost)
     return finish(problem, state, invalid), reward, invalid
 
 

@@ -161,11 +161,15 @@ class PCTSP(Problem):
         collected = state.collected + gather_nodes(inst.prize, action) * active
         visited = visit(state.visited, action)
         finished = active & (action == 0)
-        left_out = (inst.penalty * ~visited).sum(dim=1) * finished
         new = PCTSPState(instance=inst, current=action, current_loc=loc, visited=visited, step=state.step + active,
                          length=state.length + edge, collected=collected, done=state.done | finished,
                          mask=PCTSP._mask(visited, collected))
-        return new, edge + left_out
+        return new, edge + PCTSP.left_out_cost(new) * finished
+
+    @staticmethod
+    def left_out_cost(state: PCTSPState) -> Tensor:
+        """(B,) the penalties of the nodes still unvisited: what choosing the depot charges besides its edge."""
+        return (state.instance.penalty * ~state.visited).sum(dim=1)
 
     @staticmethod
     def bounds(n_total: int) -> dict:

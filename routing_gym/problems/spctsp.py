@@ -47,6 +47,7 @@ class SPCTSP(Problem):
     profits = PCTSP.profits
     drawing = PCTSP.drawing  # node area: the expected prize; PCTSP's refusals (the prize of 1 is the real one)
     gauge = staticmethod(PCTSP.gauge)  # the real prize collected
+    left_out_cost = staticmethod(PCTSP.left_out_cost)  # the penalties of the unvisited nodes
     doc = EnvDoc(
         summary="Stochastic prize-collecting TSP: as PCTSP, but a node's real prize is revealed only when it is "
                 "visited.",
