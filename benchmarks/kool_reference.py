@@ -23,10 +23,10 @@ import torch
 
 from agents.inference.rollout import evaluate
 from agents.policies.kool_weights import load_kool_weights
-from paper import paper_value
+from paper import kool_weights_dir, paper_value
 from routing_gym.problems import get_problem
 
-REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference-models" / "kool2019"
+REFERENCE = kool_weights_dir()
 # (problem, n) -> (folder, env variant); the published greedy mean costs are in paper.TABLE1
 FOLDERS = {
     ("tsp", 20): ("tsp_20", {}), ("tsp", 50): ("tsp_50", {}), ("tsp", 100): ("tsp_100", {}),

@@ -28,3 +28,15 @@ def paper_value(problem: str, n: int, key: str) -> float | None:
     """The paper's mean cost for a method key (``am_greedy``, ``am_sampling``, ``best``, a TSP heuristic's
     name), or None."""
     return TABLE1.get((problem, n), {}).get(key)
+
+
+def kool_weights_dir():
+    """The folder of the published weights of Kool et al. (a copy of the ``pretrained/`` folder of
+    wouterkool/attention-learn-to-route): ``$ROUTING_GYM_KOOL_WEIGHTS``, else ``reference-models/kool2019``
+    in a ``shared`` folder beside the repository (where the project's machines keep it)."""
+    import os
+    from pathlib import Path
+
+    default = Path(__file__).resolve().parents[2] / "shared" / "reference-models" / "kool2019"
+    return Path(os.environ.get("ROUTING_GYM_KOOL_WEIGHTS", default))
+

@@ -38,11 +38,11 @@ import torch
 from agents.inference.search import decode
 from agents.references.heuristics import heuristic_tours
 from agents.references.solvers import SUPPORTED, available, solve
-from paper import TABLE1, paper_value
+from paper import TABLE1, kool_weights_dir, paper_value
 from routing_gym.problems import get_problem, tour_cost
 
 ROOT = Path(__file__).resolve().parents[1]
-KOOL = ROOT.parent / "shared" / "reference-models" / "kool2019"
+KOOL = kool_weights_dir()
 KOOL_FOLDERS = {"tsp": "tsp_{n}", "cvrp": "cvrp_{n}", "op": "op_dist_{n}", "pctsp": "pctsp_det_{n}"}
 HEURISTICS = {"tsp": ["nearest", "nearest_insertion", "farthest_insertion", "2opt"],
               "cvrp": ["nearest", "2opt"], "op": ["nearest", "greedy", "2opt"], "pctsp": ["nearest", "greedy", "2opt"]}
