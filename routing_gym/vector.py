@@ -84,6 +84,9 @@ class RoutingVectorEnv(VectorEnv):
             ``SAME_STEP`` (reset within the step; ``info["final_obs"]``/``info["final_info"]`` hold the
             last observation and info), ``DISABLED`` (finished sub-envs stay finished: their mask allows
             only the no-op node, they report done and reward 0, until ``reset(options={"reset_mask": m})``).
+            In torch mode a ``DISABLED`` step never reads a tensor on the host (no synchronisation with a
+            CUDA device; tested); ``NEXT_STEP`` and ``SAME_STEP`` read one bool per step (whether any
+            sub-env resets), to reset only when one does.
         array_type: ``"numpy"`` (Gymnasium's contract, spaces from ``batch_space``) or ``"torch"``
             (tensors on ``device``, no host round trip; actions may be tensors). Both emit what the
             spaces declare (``action_mask`` int8, 1 = allowed: ``.bool()`` it for a masked categorical, or

@@ -1,4 +1,5 @@
 """The native vector envs: make_vec, autoreset modes, array types, parity with the single env."""
+import contextlib
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -386,3 +387,37 @@ def test_infos__numpy_and_torch_modes_report_the_same_episodes(problem, mode):
         ended["masked"] += infos["numpy"]["invalid_action"].sum()
         ended["truncated"] += (np.asarray(truncated) & flagged).sum()
     assert min(ended.values()) > 0, ended
+
+
+@contextlib.contextmanager
+def no_host_reads():
+    """Every way a CPU tensor's value reaches Python (what would be a host synchronisation on CUDA) raises:
+    a CPU stand-in for ``torch.cuda.set_sync_debug_mode("error")`` that runs on any machine."""
+    names = ("__bool__", "__int__", "__float__", "__index__", "item", "tolist", "numpy", "cpu", "nonzero")
+    saved = {name: getattr(torch.Tensor, name) for name in names}
+
+    def refuse(name):
+        def read(self, *args, **kwargs):
+            raise AssertionError(f"the step read a tensor on the host (Tensor.{name})")
+        return read
+
+    try:
+        for name in names:
+            setattr(torch.Tensor, name, refuse(name))
+        yield
+    finally:
+        for name, method in saved.items():
+            setattr(torch.Tensor, name, method)
+
+
+@pytest.mark.parametrize("problem", sorted(p.upper() for p in routing_gym.PROBLEMS))
+def test_step__torch_mode_without_autoreset_never_reads_the_host(problem):
+    """The rollouts of the trainer and of inference step the vector env in torch mode with autoreset
+    disabled: those steps, masked and out-of-range actions included, launch device work only."""
+    venv = make_vec(problem, num_envs=16, array_type="torch", autoreset_mode="Disabled")
+    obs, _ = venv.reset(seed=0)
+    g = torch.Generator().manual_seed(0)
+    with no_host_reads():
+        for t in range(40):
+            a = torch.multinomial(obs["action_mask"].float() + (t % 7 == 3), 1, generator=g).squeeze(1)
+            obs, *_ = venv.step(torch.where(torch.arange(16) == t % 16, a + 1000, a))
