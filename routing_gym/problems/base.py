@@ -19,7 +19,7 @@ in ``routing_gym.problems`` (nothing outside a unit names a problem or re-states
   staying put changes nothing but what accumulates per visit, which ``active`` gates;
 - ``noop(state)``: the action of a finished sub-env;
 - ``left_out_cost(state)``: what ending the episode now would charge for the unvisited nodes (PCTSP's
-  penalties; 0 by default), which :func:`invalid_penalty` adds;
+  penalties), which :func:`invalid_penalty` adds; None by default (nothing to add);
 - ``observe(state) -> dict`` of batched tensors under the observation keys, and
   ``bounds(num_nodes_total) -> dict`` of ``key -> (shape, low, high)`` for the observation space;
 - ``policy`` (:class:`PolicyInputs`): what a network reads (node features, step context);
@@ -198,10 +198,10 @@ class Problem:
         return int(cls.bounds(n_total)["step"][2])
 
     @staticmethod
-    def left_out_cost(state) -> Tensor:
-        """(B,) what ending the episode now would charge for the nodes still unvisited: 0 (PCTSP overrides:
-        their penalties). Part of :func:`invalid_penalty`."""
-        return torch.zeros_like(state.done, dtype=torch.float32)
+    def left_out_cost(state) -> Tensor | None:
+        """(B,) what ending the episode now would charge for the nodes still unvisited (PCTSP overrides:
+        their penalties), or None where that is nothing. Part of :func:`invalid_penalty`."""
+        return None
 
     @staticmethod
     def noop(state) -> Tensor:
@@ -249,8 +249,10 @@ def invalid_penalty(problem, state) -> Tensor:
 
     Valid episodes never pay it: their rewards sum to minus their cost.
     """
-    steps_left = problem.max_steps(state.mask.shape[-1]) - state.step
-    return STEP_COST_BOUND * steps_left + problem.left_out_cost(state)
+    most = STEP_COST_BOUND * problem.max_steps(state.mask.shape[-1])
+    per_step = torch.rsub(state.step, most, alpha=STEP_COST_BOUND)  # 3 (S - step), one operation per step
+    left_out = problem.left_out_cost(state)
+    return per_step if left_out is None else per_step + left_out
 
 
 def check_num_nodes(num_nodes: Any, minimum: int = 2) -> int:
@@ -326,7 +328,7 @@ def step(problem, state, action: Tensor):
     action = torch.where(active, action, state.current)  # inactive sub-envs stay where they are
     penalty = invalid_penalty(problem, state)
     state, cost = problem.transition(state, action, active)
-    reward = torch.where(invalid, -penalty, -cost)
+    reward = torch.where(invalid, penalty, cost).neg_()
     return finish(problem, state, invalid), reward, invalid
 
 
