@@ -259,16 +259,20 @@ class RoutingVectorEnv(VectorEnv):
         prev_done = prev.done
         resetting = self._needs_reset
         state, reward, invalid = step(self.problem, prev, a)
-        reward = torch.where(resetting, 0.0, reward)
+        if mode == AutoresetMode.NEXT_STEP:  # the step that resets a sub-env earns it nothing
+            reward = torch.where(resetting, 0.0, reward)
         ended = state.done & ~prev_done
-        truncated = torch.zeros_like(ended)
-        if self.max_episode_steps is not None:  # the step counter matters only for truncation
+        if self.max_episode_steps is None:  # no truncation: fewer operations per step
+            truncated = torch.zeros_like(ended)
+            terminated = state.done if mode == AutoresetMode.DISABLED else ended
+            final = ended
+        else:  # the step counter matters only for truncation
             self._elapsed += ~prev_done
             truncated = ~state.done & (self._elapsed >= self.max_episode_steps)
             state = finish(self.problem, state, truncated)
+            terminated = state.done & ~truncated if mode == AutoresetMode.DISABLED else ended & ~truncated
+            final = ended | truncated
         self._return += reward
-        terminated = state.done & ~truncated if mode == AutoresetMode.DISABLED else ended & ~truncated
-        final = ended | truncated
         self._record_tours(prev, a, ~prev_done & ~invalid)
         self._invalid |= invalid
         infos = self._episode_infos(final, invalid)
