@@ -65,7 +65,8 @@ def export_policy(trainer_checkpoint: str | os.PathLike, path: str | os.PathLike
     included, where recorded), last validation cost)."""
     ckpt = load_checkpoint(trainer_checkpoint, kind="trainer")
     cfg = ckpt["config"]
-    val = _last_validation(Path(trainer_checkpoint).with_name("metrics.csv"))
+    history = ckpt.get("history")
+    val = history[-1]["val_cost"] if history else _last_validation(Path(trainer_checkpoint).with_name("metrics.csv"))
     prior = ckpt.get("prior", {})
     meta = {"problem": cfg["problem"], "num_nodes": cfg["num_nodes"],
             "instances_seen": ckpt["instances_seen"] + prior.get("instances_seen", 0),
