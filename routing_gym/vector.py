@@ -25,11 +25,13 @@ ARRAY_TYPES = ("numpy", "torch")
 
 
 def resolve_device(device: Any) -> torch.device:
-    """``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a ``torch.device``; CUDA that is not there is an error."""
+    """``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a ``torch.device``; a name torch does not know, or CUDA (or
+    a CUDA index) that this machine does not have, is a ``ValueError``."""
     try:
         dev = torch.device(device)
-    except (RuntimeError, TypeError) as e:
-        raise ValueError(f"device {device!r} is not a torch device: {e}") from None
+    except (RuntimeError, TypeError):
+        raise ValueError(f"unknown device {device!r}: not a torch device (use 'cpu', 'cuda' or 'cuda:<index>')") \
+            from None
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             raise ValueError(f"device {device!r} asked for, but CUDA is not available on this machine")

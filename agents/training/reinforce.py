@@ -178,13 +178,14 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
-        grad_norm, loss = (float(v) for v in torch.stack([grad_norm, loss.detach().float()]))  # one host sync
+        mean_cost = gather_costs(cost.detach().mean()[None]).mean()  # over every rank's batch
+        grad_norm, loss, mean_cost = torch.stack([grad_norm, loss.detach().float(), mean_cost]).tolist()  # one sync
         if not (math.isfinite(grad_norm) and math.isfinite(loss)):  # grad_norm is the same on every rank
             raise TrainingDiverged(f"the loss is {loss} and the gradient norm {grad_norm} (learning rate "
                                    f"{self.optimizer.param_groups[0]['lr']:g})")
         self.optimizer.step()
         self.instances_seen += cfg.batch_size
-        return float(gather_costs(cost.mean()[None]).mean()), grad_norm
+        return mean_cost, grad_norm
 
     @torch.no_grad()
     def _finite_outputs(self, instances) -> bool:
