@@ -59,6 +59,18 @@ def slice_rows(state, start: int, stop: int):
     return type(state)(*(slice_rows(f, start, stop) if isinstance(f, tuple) else f[start:stop] for f in state))
 
 
+def where_rows(mask: Tensor, new, old):
+    """The (nested NamedTuple) state whose row i is ``new``'s where ``mask[i]`` (B,) bool, else ``old``'s
+    (no host synchronisation, unlike indexing by ``mask.nonzero()``)."""
+    fields = []
+    for n, o in zip(new, old):
+        if isinstance(o, tuple):
+            fields.append(where_rows(mask, n, o))
+        else:
+            fields.append(torch.where(mask.view(-1, *(1,) * (o.dim() - 1)), n, o))
+    return type(old)(*fields)
+
+
 def replace_rows(old, index: Tensor, new):
     """A copy of the (nested NamedTuple) state ``old`` whose rows ``index`` (k,) are ``new``'s k rows."""
     fields = []
@@ -86,9 +98,12 @@ class RoutingVectorEnv(VectorEnv):
             ``SAME_STEP`` (reset within the step; ``info["final_obs"]``/``info["final_info"]`` hold the
             last observation and info), ``DISABLED`` (finished sub-envs stay finished: their mask allows
             only the no-op node, they report done and reward 0, until ``reset(options={"reset_mask": m})``).
-            In torch mode a ``DISABLED`` step never reads a tensor on the host (no synchronisation with a
-            CUDA device; tested); ``NEXT_STEP`` and ``SAME_STEP`` read one bool per step (whether any
-            sub-env resets), to reset only when one does.
+            In torch mode on a device other than the CPU, a step never reads a tensor on the host in any
+            mode (no synchronisation with a CUDA device; tested): automatic resets take their row of a
+            standby batch of fresh states, generated anew every second step (``NEXT_STEP``: a sub-env
+            resets at most once in two steps) or every step (``SAME_STEP``), and merged where a sub-env
+            resets. On the CPU, where reading a tensor costs nothing, and in numpy mode, a step reads
+            whether any sub-env resets and generates fresh states only for those that do.
         array_type: ``"numpy"`` (Gymnasium's contract, spaces from ``batch_space``) or ``"torch"``
             (tensors on ``device``, no host round trip; actions may be tensors). Both emit what the
             spaces declare (``action_mask`` int8, 1 = allowed: ``.bool()`` it for a masked categorical, or
@@ -120,7 +135,8 @@ class RoutingVectorEnv(VectorEnv):
     ``tour`` (B, S) int64, each row padded with -1 (all -1 where no episode ended). In numpy mode the keys
     appear only in steps where an episode ended (as ``SyncVectorEnv`` does); in torch mode they are tensors
     in every step (checking whether one ended would synchronise with the device). With ``SAME_STEP``, in a
-    step where an episode ended, they are under ``info["final_info"]``.
+    step where an episode ended, they are under ``info["final_info"]``, beside ``info["final_obs"]`` (in torch
+    mode off the CPU: in every step, ``_final_obs`` and ``_final_info`` telling which rows hold one).
 
     Seeding: ``reset(seed=s)`` gives sub-env i the instance that a single env gets from
     ``reset(seed=s + i)`` (generated on the CPU, then moved); later automatic resets draw from one batched
@@ -184,6 +200,10 @@ class RoutingVectorEnv(VectorEnv):
                                  device=self.device)
         self._viewer = None
         self._pool, self._pool_next = None, 0  # fresh states for automatic resets, generated B at a time
+        # a step may read a tensor on the host (free on the CPU; numpy mode reads anyway); elsewhere automatic
+        # resets draw from a standby batch (one row per sub-env) regenerated on a host-side schedule
+        self._reads_host = self.device.type == "cpu" or array_type == "numpy"
+        self._standby, self._autoreset_steps = None, 0
 
     # -- instances ---------------------------------------------------------------------------------
     def _fresh(self, count: int, seeds: list[int] | None, instances):
@@ -225,6 +245,7 @@ class RoutingVectorEnv(VectorEnv):
             seeds = seeds_of(seed, self.num_envs)
             self._generator.manual_seed(seeds[0])
             self._pool, self._pool_next = None, 0  # automatic resets restart from the new seed
+            self._standby, self._autoreset_steps = None, 0
         if reset_mask is None:
             rows = torch.arange(self.num_envs, device=self.device)
         else:
@@ -280,21 +301,19 @@ class RoutingVectorEnv(VectorEnv):
         infos = self._episode_infos(final, invalid)
         self.state = state
         if mode == AutoresetMode.NEXT_STEP:
-            if bool(resetting.any()):
-                self._reset_rows(resetting.nonzero().flatten())
+            self._autoreset(resetting, period=2)
             self._needs_reset = final
-        elif mode == AutoresetMode.SAME_STEP and bool(final.any()):
-            rows = final.nonzero().flatten()
+        elif mode == AutoresetMode.SAME_STEP and (not self._reads_host or bool(final.any())):
             if self.array_type == "numpy":
                 last = self._observation()
                 finals = np.full(self.num_envs, None, dtype=object)
-                for i in rows.tolist():
+                for i in final.nonzero().flatten().tolist():
                     finals[i] = {k: v[i] for k, v in last.items()}
                 infos = {"final_obs": finals, "_final_obs": final.cpu().numpy(),
                          "final_info": infos, "_final_info": final.cpu().numpy()}
             else:
                 infos = {"final_obs": self._observation(), "_final_obs": final, "final_info": infos, "_final_info": final}
-            self._reset_rows(rows)
+            self._autoreset(final, period=1)
         return self._observation(), *self._out(reward, terminated, truncated), infos
 
     def _pooled(self, count: int):
@@ -304,6 +323,24 @@ class RoutingVectorEnv(VectorEnv):
             self._pool, self._pool_next = self._fresh(max(count, self.num_envs), None, None), 0
         start, self._pool_next = self._pool_next, self._pool_next + count
         return slice_rows(self._pool, start, start + count)
+
+    def _autoreset(self, resetting: Tensor, period: int) -> None:
+        """Reset the sub-envs flagged in ``resetting`` (B,) bool to fresh instances. Reading the flags on the
+        host, only those rows are generated; without reading them, each row takes its own row of a standby
+        batch, which is generated anew every ``period`` calls: within ``period`` steps a sub-env resets at
+        most once, so no standby row is used twice."""
+        if self._reads_host:
+            if bool(resetting.any()):
+                self._reset_rows(resetting.nonzero().flatten())
+            return
+        if self._autoreset_steps % period == 0:
+            self._standby = self._fresh(self.num_envs, None, None)
+        self._autoreset_steps += 1
+        self.state = where_rows(resetting, self._standby, self.state)
+        self._return.masked_fill_(resetting, 0.0)
+        self._elapsed.masked_fill_(resetting, 0)
+        self._invalid.masked_fill_(resetting, False)
+        self._tours.masked_fill_(resetting[:, None], -1)
 
     def _reset_rows(self, rows: Tensor) -> None:
         self.state = replace_rows(self.state, rows, self._pooled(len(rows)))

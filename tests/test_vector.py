@@ -421,3 +421,67 @@ def test_step__torch_mode_without_autoreset_never_reads_the_host(problem):
         for t in range(40):
             a = torch.multinomial(obs["action_mask"].float() + (t % 7 == 3), 1, generator=g).squeeze(1)
             obs, *_ = venv.step(torch.where(torch.arange(16) == t % 16, a + 1000, a))
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+@pytest.mark.parametrize("problem", sorted(p.upper() for p in routing_gym.PROBLEMS))
+def test_autoreset__off_the_cpu_never_reads_the_host_and_every_episode_is_fresh(problem, mode):
+    """Off the CPU (here forced on the CPU), automatic resets merge rows of a standby batch instead of
+    reading which sub-envs reset: no step reads a tensor on the host, every reset episode is a new
+    instance (no standby row used twice) and each episode's infos count only its own steps."""
+    venv = make_vec(problem, num_envs=16, n=5, array_type="torch", autoreset_mode=mode)
+    venv.unwrapped._reads_host = False  # what a CUDA device gets
+    obs, _ = venv.reset(seed=0)
+    g = torch.Generator().manual_seed(0)
+    seen = {tuple(row.flatten().tolist()) for row in obs["locs"]}
+    returns, actions = torch.zeros(16, dtype=torch.float64), [[] for _ in range(16)]
+    waiting = torch.zeros(16, dtype=torch.bool)  # NEXT_STEP: ended, reset by the next step
+    ended = fresh_count = 0
+    for t in range(60):
+        a = torch.multinomial(obs["action_mask"].float(), 1, generator=g).squeeze(1)
+        a = torch.where(torch.rand(16, generator=g) < 0.15, (a + 1) % venv.unwrapped.n_total, a)  # some masked
+        with no_host_reads():
+            obs, r, term, trunc, info = venv.step(a)
+        info = info.get("final_info", info)
+        if mode == AutoresetMode.SAME_STEP:
+            assert torch.equal(info["_cost"], term | trunc)
+        fresh = waiting.clone() if mode == AutoresetMode.NEXT_STEP else term | trunc
+        for i in range(16):
+            if not waiting[i]:
+                returns[i] += r[i]
+                actions[i].append(int(a[i]))
+            else:
+                assert r[i] == 0.0 and not term[i]
+            if term[i] or trunc[i]:
+                ended += 1
+                assert info["cost"][i] == pytest.approx(-returns[i].item(), rel=1e-5)
+                tour = info["tour"][i]
+                valid = actions[i][:-1] if info["invalid_action"][i] else actions[i]
+                assert tour[tour >= 0].tolist() == valid
+                returns[i], actions[i] = 0.0, []
+            if fresh[i]:
+                fresh_count += 1
+                assert obs["step"][i, 0] == 0
+                key = tuple(obs["locs"][i].flatten().tolist())
+                assert key not in seen, "an automatic reset repeated an instance"
+                seen.add(key)
+        if mode == AutoresetMode.NEXT_STEP:
+            waiting = term | trunc
+    assert ended > 16 and fresh_count > 16
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("mode", list(AutoresetMode))
+@pytest.mark.parametrize("problem", ["TSP", "CVRP", "OP", "PCTSP"])
+def test_step__cuda_torch_mode_never_synchronises_in_any_autoreset_mode(problem, mode):
+    venv = make_vec(problem, num_envs=64, array_type="torch", device="cuda", autoreset_mode=mode)
+    obs, _ = venv.reset(seed=0)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(40):
+            a = torch.multinomial(obs["action_mask"].float(), 1, generator=g).squeeze(1)
+            obs, *_ = venv.step(a)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
