@@ -16,9 +16,9 @@ from gymnasium.utils import seeding
 from gymnasium.vector.utils import batch_space
 from torch import Tensor
 
-from .env import INVALID_ACTION_MODES, observation_space, resolve_num_nodes, seeded_generator, sized_classes
+from .env import INVALID_ACTION_MODES, check_flag, observation_space, resolve_num_nodes, seeded_generator, sized_classes
 from .problems import PROBLEMS, step
-from .problems.base import finish, is_allowed
+from .problems.base import compiled, finish, is_allowed
 from .render import frame_size
 
 ARRAY_TYPES = ("numpy", "torch")
@@ -82,6 +82,50 @@ def replace_rows(old, index: Tensor, new):
     return type(old)(*fields)
 
 
+def advance(problem, prev, actions: Tensor, resetting: Tensor, returns: Tensor, elapsed: Tensor, tours: Tensor,
+            ended_invalid: Tensor, *, mode: str, max_episode_steps: int | None):
+    """One step of B sub-envs, without automatic resets: the core :func:`~routing_gym.problems.step` and
+    the vector env's records, tensors only (no host synchronisation), so that it compiles as one function.
+
+    Args:
+        prev: the state; actions: (B,) int64; resetting: (B,) bool, the sub-envs that ``NEXT_STEP`` resets
+            after this step (they earn nothing in it).
+        returns (B,) float64, elapsed (B,) int64, tours (B, S + 1) int64 and ended_invalid (B,) bool: the
+            episodes' records, updated in place: return so far, steps taken (kept with truncation only),
+            actions taken (each valid action at its step, padded with -1; the last column takes the
+            writes of sub-envs that record nothing) and whether the episode ended on a masked action.
+        mode: the autoreset mode's value; max_episode_steps: truncation, or None.
+
+    Returns:
+        ``(state, reward, terminated, truncated, final, infos)``: final (B,) bool marks the episodes that
+        ended in this step; infos the class docstring's Infos, as tensors.
+    """
+    prev_done = prev.done
+    state, reward, invalid = step(problem, prev, actions)
+    if mode == AutoresetMode.NEXT_STEP.value:  # the step that resets a sub-env earns it nothing
+        reward = torch.where(resetting, 0.0, reward)
+    ended = state.done & ~prev_done
+    disabled = mode == AutoresetMode.DISABLED.value
+    if max_episode_steps is None:  # no truncation: fewer operations per step
+        truncated = torch.zeros_like(ended)
+        terminated = state.done if disabled else ended
+        final = ended
+    else:  # the step counter matters only for truncation
+        elapsed += ~prev_done
+        truncated = ~state.done & (elapsed >= max_episode_steps)
+        state = finish(problem, state, truncated)
+        terminated = state.done & ~truncated if disabled else ended & ~truncated
+        final = ended | truncated
+    returns += reward
+    column = torch.where(~prev_done & ~invalid, prev.step, tours.shape[1] - 1)
+    tours.scatter_(1, column[:, None], actions[:, None])
+    ended_invalid |= invalid
+    infos = {"cost": torch.where(final, -returns, 0.0), "_cost": final,
+             "invalid_action": invalid & final, "_invalid_action": final,
+             "tour": torch.where(final[:, None], tours[:, :-1], -1), "_tour": final}
+    return state, reward, terminated, truncated, final, infos
+
+
 class RoutingVectorEnv(VectorEnv):
     """B sub-envs of one routing problem over the batched core (base of the vector envs; one subclass
     per problem unit, :func:`vector_env_class`, and a subclass of that per registered size,
@@ -115,6 +159,10 @@ class RoutingVectorEnv(VectorEnv):
         render_mode: ``"rgb_array"``: ``render()`` draws one frame per sub-env.
         render_size: ``(width, height)`` of the frames, integers of at least 64 pixels (as the single
             env's), default ``(600, 600)``.
+        compile: ``True`` steps the dynamics compiled with ``torch.compile``
+            (:func:`advance`, the core step and the env's bookkeeping as one compiled function): the first
+            step of a shape compiles (seconds; a C++ compiler on the CPU), later ones run faster
+            (``benchmarks/README.md``); results equal the eager step's up to float rounding. Default ``False``.
 
     Actions: (B,) node indices, a numpy array (or what ``np.asarray`` takes) or a tensor. Every action is
     checked without a host synchronisation per step in ``"terminate"`` mode:
@@ -151,7 +199,8 @@ class RoutingVectorEnv(VectorEnv):
     def __init__(self, num_envs: int = 1, num_nodes: int | None = None, *, device: Any = "cpu",
                  autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP, array_type: str = "numpy",
                  invalid_action: str = "terminate", max_episode_steps: int | None = None,
-                 render_mode: str | None = None, render_size: tuple[int, int] = (600, 600), **variant: Any):
+                 render_mode: str | None = None, render_size: tuple[int, int] = (600, 600), compile: bool = False,
+                 **variant: Any):
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
         if self.problem is None:
@@ -175,6 +224,7 @@ class RoutingVectorEnv(VectorEnv):
         self.num_nodes = int(num_nodes)
         self.n_total = self.problem.num_nodes_total(self.num_nodes)
         self.device = resolve_device(device)
+        self._advance = compiled(advance, self.device.type) if check_flag(compile, "compile") else advance
         self.array_type = array_type
         self.invalid_action = invalid_action
         self.max_episode_steps = max_episode_steps
@@ -278,27 +328,12 @@ class RoutingVectorEnv(VectorEnv):
         mode = self.autoreset_mode
         if self.invalid_action == "raise":
             self._check_allowed(a)
-        prev = self.state
-        prev_done = prev.done
         resetting = self._needs_reset
-        state, reward, invalid = step(self.problem, prev, a)
-        if mode == AutoresetMode.NEXT_STEP:  # the step that resets a sub-env earns it nothing
-            reward = torch.where(resetting, 0.0, reward)
-        ended = state.done & ~prev_done
-        if self.max_episode_steps is None:  # no truncation: fewer operations per step
-            truncated = torch.zeros_like(ended)
-            terminated = state.done if mode == AutoresetMode.DISABLED else ended
-            final = ended
-        else:  # the step counter matters only for truncation
-            self._elapsed += ~prev_done
-            truncated = ~state.done & (self._elapsed >= self.max_episode_steps)
-            state = finish(self.problem, state, truncated)
-            terminated = state.done & ~truncated if mode == AutoresetMode.DISABLED else ended & ~truncated
-            final = ended | truncated
-        self._return += reward
-        self._record_tours(prev, a, ~prev_done & ~invalid)
-        self._invalid |= invalid
-        infos = self._episode_infos(final, invalid)
+        state, reward, terminated, truncated, final, infos = self._advance(
+            self.problem, self.state, a, resetting, self._return, self._elapsed, self._tours, self._invalid,
+            mode=mode.value, max_episode_steps=self.max_episode_steps)
+        if self.array_type == "numpy":
+            infos = {key: value.cpu().numpy() for key, value in infos.items()} if bool(final.any()) else {}
         self.state = state
         if mode == AutoresetMode.NEXT_STEP:
             self._autoreset(resetting, period=2)
@@ -393,22 +428,6 @@ class RoutingVectorEnv(VectorEnv):
         if self.array_type == "torch":
             return obs
         return {key: value.cpu().numpy().copy() for key, value in obs.items()}
-
-    # -- episode records ---------------------------------------------------------------------------
-    def _record_tours(self, prev, actions: Tensor, valid: Tensor) -> None:
-        """Write each valid action at its episode's step (the actions taken before it, ``prev.step``); the
-        others write into the spare last column. On the device, no host synchronisation."""
-        column = torch.where(valid, prev.step, self._tours.shape[1] - 1)
-        self._tours.scatter_(1, column[:, None], actions[:, None])
-
-    def _episode_infos(self, final: Tensor, invalid: Tensor) -> dict:
-        """The infos of the episodes ending in this step (the class docstring's Infos), in the array type."""
-        infos = {"cost": torch.where(final, -self._return, 0.0), "_cost": final,
-                 "invalid_action": invalid & final, "_invalid_action": final,
-                 "tour": torch.where(final[:, None], self._tours[:, :-1], -1), "_tour": final}
-        if self.array_type == "torch":
-            return infos
-        return {key: value.cpu().numpy() for key, value in infos.items()} if bool(final.any()) else {}
 
     def action_masks(self):
         """The current masks (B, N) as bools (numpy, or a tensor in torch mode)."""

@@ -37,6 +37,7 @@ Dimension names in shape comments: B batch, N nodes (depot included), S steps.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -330,6 +331,19 @@ def step(problem, state, action: Tensor):
     state, cost = problem.transition(state, action, active)
     reward = torch.where(invalid, penalty, cost).neg_()
     return finish(problem, state, invalid), reward, invalid
+
+
+@functools.cache
+def compiled(fn: Callable, device_type: str) -> Callable:
+    """``fn`` (:func:`step`, or a function around it) compiled with ``torch.compile`` for one device type
+    (``"cpu"``, ``"cuda"``): what the envs' ``compile=True`` runs. The first call for a shape compiles
+    (seconds; a C++ compiler on the CPU); each new shape (batch size, node count) compiles again.
+
+    On the CPU the code is compiled to scalar C++ loops (inductor's ``cpp.simdlen=1``): inductor's
+    vectorised loops load and store bool tensors one element at a time through ``VecMask`` conversions,
+    which made the step 3-15x slower than its scalar code and slower than eager; the scalar code runs the
+    step 2-4x faster than eager (``benchmarks/README.md``, "A compiled step")."""
+    return torch.compile(fn, dynamic=False, options={"cpp.simdlen": 1} if device_type == "cpu" else None)
 
 
 def finish(problem, state, stop: Tensor):

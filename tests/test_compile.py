@@ -1,0 +1,75 @@
+"""``compile=True``: the envs step the same dynamics compiled with ``torch.compile``, and play exactly as
+the eager envs (observations, rewards, ends and infos, up to float rounding)."""
+import shutil
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+import torch._dynamo
+
+import routing_gym  # noqa: F401
+
+pytestmark = pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")),
+                                reason="torch.compile on the CPU needs a C++ compiler")
+
+
+def compiled_graphs() -> int:
+    return torch._dynamo.utils.counters["stats"]["unique_graphs"]
+
+
+def assert_same(a, b, what):
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), what
+        for key in a:
+            assert_same(a[key], b[key], f"{what}[{key!r}]")
+    else:
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.dtype == b.dtype and a.shape == b.shape, what
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6, err_msg=what)
+
+
+@pytest.mark.parametrize("problem", ["TSP", "CVRP", "PCTSP"])
+def test_single_env__compiled_plays_as_eager(problem):
+    torch._dynamo.reset()
+    before = compiled_graphs()
+    envs = [gym.make(f"routing/{problem}-v0", num_nodes=6, compile=c) for c in (False, True)]
+    rng = np.random.default_rng(0)
+    for episode in range(3):
+        obs = [env.reset(seed=episode)[0] for env in envs]
+        assert_same(obs[0], obs[1], "reset obs")
+        done = False
+        while not done:
+            allowed = np.flatnonzero(obs[0]["action_mask"])
+            # the last episode ends on a masked action, if one is left
+            masked = np.flatnonzero(obs[0]["action_mask"] == 0)
+            a = int(masked[0]) if episode == 2 and len(masked) and rng.random() < 0.3 else int(rng.choice(allowed))
+            out = [env.step(a) for env in envs]
+            for name, x, y in zip(("obs", "reward", "terminated", "truncated", "info"), out[0], out[1]):
+                assert_same(x, y, name)
+            obs, done = [o[0] for o in out], out[0][2]
+    assert compiled_graphs() > before  # the step did compile (not a silent fallback to eager)
+
+
+@pytest.mark.parametrize("mode", ["NextStep", "Disabled"])
+def test_vector_env__compiled_steps_as_eager(mode):
+    torch._dynamo.reset()
+    before = compiled_graphs()
+    envs = [gym.make_vec("routing/CVRP-v0", num_envs=5, num_nodes=6, vectorization_mode="vector_entry_point",
+                         array_type="torch", autoreset_mode=mode, max_episode_steps=9, compile=c) for c in (False, True)]
+    obs = [env.reset(seed=0)[0] for env in envs]
+    g = torch.Generator().manual_seed(0)
+    for t in range(30):
+        a = torch.multinomial(obs[0]["action_mask"].float() + 0.05 * (t % 5 == 4), 1, generator=g).squeeze(1)
+        out = [env.step(a) for env in envs]
+        for name, x, y in zip(("obs", "reward", "terminated", "truncated", "info"), out[0], out[1]):
+            assert_same(x, y, f"step {t} {name}")
+        obs = [o[0] for o in out]
+    assert compiled_graphs() > before
+
+
+def test_compile__must_be_a_bool():
+    with pytest.raises(ValueError, match="compile must be True or False, got 'yes'"):
+        gym.make("routing/TSP-20", compile="yes")
+    with pytest.raises(ValueError, match="compile must be True or False"):
+        gym.make_vec("routing/TSP-20", num_envs=2, vectorization_mode="vector_entry_point", compile=1)
