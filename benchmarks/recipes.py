@@ -9,12 +9,28 @@ finished row and draws the curves (gap against wall-clock minutes, one line per 
     python benchmarks/recipes.py --problem tsp --recipe paper --minutes 20
     python benchmarks/recipes.py --problem tsp --recipe pomo --minutes 20
     python benchmarks/recipes.py --report --out docs/images/recipes.png
+    python benchmarks/recipes.py --moonshot                          # the 180-minute comparison below
 
 The held-out set (seed 5678) is kept apart from the training stream (seed 0), the trainer's validation
 seed (1234), the baseline's evaluation sets and the test sets of ``docs/quality.md`` (seed 4321). Its
 references come from the solver adapters. The run validates on it after every epoch (``--val-dataset``),
 so ``metrics.csv`` has ``val_gap`` and ``elapsed_s`` (wall clock, validation included) per epoch.
 Runs use one torch thread (``--threads``); compare rows measured on the same machine under the same load.
+
+``--moonshot`` asks whether a recipe reaches in ``--minutes`` (60) the gap that the paper's recipe reaches
+in 180 minutes on this machine. The paper's row gives its throughput here (instances per second of wall
+clock, validation included); 180 minutes at that rate is an instance count, and the shipped model's
+training history (``training/{problem}{n}-rollout/metrics.csv``: the same recipe from scratch, validated
+on the trainer's own set, seed 1234) gives the validation cost at that count. Each recipe's model at the
+end of its run (``last.pt``) is evaluated greedily on that same set, whose LKH references come from
+``routing-gym solve ... --num-instances 10000 --seed 1234 --save runs/heldout/{problem}{n}_val1234.npz``.
+Gaps here are ratios of mean costs (the history holds mean costs only).
+
+``--projection`` fits the shipped model's history (gap against instances seen, a power law over the
+second half of the run: the straight part of the log-log curve) and prints how many more instances,
+and hours at the run's own throughput, the gap targets would take. The reference mean is the
+validation set's (``runs/heldout/{problem}{n}_val1234.npz``) where it exists, else the test set's
+(``runs/test/{problem}{n}.npz``, another sample of the same distribution; an estimate).
 """
 from __future__ import annotations
 
@@ -114,6 +130,74 @@ def report(out: str | None, marks: list[float]) -> None:
         print(f"saved {out}")
 
 
+def moonshot(problem: str, n: int, minutes: float, paper_minutes: float = 180.0) -> None:
+    import numpy as np
+    import torch
+
+    from agents.apps.cli import load_policy
+    from agents.inference.rollout import evaluate
+    from routing_gym.data import load_dataset
+
+    val_path = Path(f"runs/heldout/{problem}{n}_val1234.npz")
+    if not val_path.is_file():
+        raise SystemExit(f"{val_path} is missing: make it with routing-gym solve (see this script's docstring)")
+    instances, refs = load_dataset(val_path, problem)
+    ref = float(np.mean(refs["ref_cost"]))
+    with (ROOT / f"{problem}{n}-paper" / "metrics.csv").open() as f:
+        last = list(csv.DictReader(f))[-1]
+    rate = int(last["instances_seen"]) / float(last["elapsed_s"])
+    target = rate * paper_minutes * 60
+    with Path(f"training/{problem}{n}-rollout/metrics.csv").open() as f:
+        history = list(csv.DictReader(f))
+    reached = [r for r in history if int(r["instances_seen"]) >= target]
+    print(f"{problem.upper()}-{n}, trainer's validation set (10,000 instances, seed 1234; LKH mean {ref:.4f})")
+    print(f"paper recipe here: {rate:.0f} instances/s over its {float(last['elapsed_s']) / 60:.0f}-minute row, "
+          f"so {paper_minutes:g} minutes = {target:,.0f} instances")
+    if reached:
+        r = reached[0]
+        print(f"  shipped model's history (paper recipe from scratch) at {int(r['instances_seen']):,} instances: "
+              f"cost {float(r['val_cost']):.4f}, gap {100 * (float(r['val_cost']) / ref - 1):.2f} %")
+    else:
+        print(f"  the shipped model's history stops at {int(history[-1]['instances_seen']):,} instances")
+    for folder in sorted(ROOT.glob(f"{problem}{n}-*")):
+        with (folder / "metrics.csv").open() as f:
+            end = list(csv.DictReader(f))[-1]
+        policy = load_policy(str(folder / "last.pt"), problem, n)
+        with torch.no_grad():
+            cost = float(evaluate(policy, problem, instances, batch_size=1000).mean())
+        print(f"  {folder.name.split('-', 1)[1]}: {float(end['elapsed_s']) / 60:.0f} minutes, "
+              f"{int(end['instances_seen']):,} instances: cost {cost:.4f}, gap {100 * (cost / ref - 1):.2f} %")
+
+
+def projection(problem: str, n: int, targets: list[float]) -> None:
+    import numpy as np
+
+    from routing_gym.data import load_dataset
+
+    for path in (Path(f"runs/heldout/{problem}{n}_val1234.npz"), Path(f"runs/test/{problem}{n}.npz")):
+        if path.is_file():
+            break
+    else:
+        raise SystemExit(f"no reference set for {problem}{n}: make one with routing-gym solve (see the docstring)")
+    ref = float(np.mean(load_dataset(path, problem)[1]["ref_cost"]))
+    with Path(f"training/{problem}{n}-rollout/metrics.csv").open() as f:
+        history = [r for r in csv.DictReader(f) if r.get("val_cost")]
+    seen = np.array([int(r["instances_seen"]) for r in history], float)
+    gap = np.array([float(r["val_cost"]) / ref - 1 for r in history])
+    seconds = np.array([float(r["train_time_s"]) for r in history])
+    half = len(history) // 2
+    slope, intercept = np.polyfit(np.log(seen[half:]), np.log(gap[half:]), 1)
+    rate = seen[-1] / seconds.sum()  # instances per second of training, over the whole run
+    print(f"{problem.upper()}-{n}: {len(history)} epochs, {seen[-1]:,.0f} instances, gap now {100 * gap[-1]:.2f} % "
+          f"(reference mean {ref:.4f} from {path}); fit over the last {len(history) - half} epochs: "
+          f"gap ~ instances^{slope:.3f}")
+    for target in targets:
+        need = float(np.exp((np.log(target / 100) - intercept) / slope)) if slope < 0 else float("inf")
+        more = max(need - seen[-1], 0.0)
+        print(f"  {target:g} %: {need:,.0f} instances in all, {more:,.0f} more, about {more / rate / 3600:,.0f} hours "
+              f"of one thread at {rate:.0f} instances/s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problem", default="tsp")
@@ -125,8 +209,16 @@ def main() -> None:
     parser.add_argument("--report", action="store_true", help="print the table of the finished runs")
     parser.add_argument("--marks", type=float, nargs="+", default=[5, 10, 20], help="table columns (minutes)")
     parser.add_argument("--out", help="with --report: save the curves as this PNG")
+    parser.add_argument("--projection", type=float, nargs="*", metavar="GAP",
+                        help="project the shipped model's history to these gaps in %% (see the docstring)")
+    parser.add_argument("--moonshot", action="store_true", help="the paper recipe's 180-minute gap against each "
+                        "recipe's model (see the docstring)")
     args = parser.parse_args()
-    if args.report:
+    if args.projection is not None:
+        projection(args.problem, args.num_nodes, args.projection or [1.0])
+    elif args.moonshot:
+        moonshot(args.problem, args.num_nodes, args.minutes)
+    elif args.report:
         report(args.out, args.marks)
     elif args.recipe is None:
         parser.error("give --recipe (or --report)")
