@@ -91,7 +91,7 @@ class RoutingEnv(gym.Env):
         self.invalid_action = invalid_action
         self.render_mode = render_mode
         self.render_size = frame_size(render_size)
-        self._step = compiled(step, "cpu") if check_flag(compile, "compile") else step
+        self._step = compiled(step, "cpu", self.problem) if check_flag(compile, "compile") else step
         self._variant = self.problem.check_variant(variant)
         self.observation_space = observation_space(self.problem, self.n_total)
         self.action_space = spaces.Discrete(self.n_total)

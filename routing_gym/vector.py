@@ -224,7 +224,7 @@ class RoutingVectorEnv(VectorEnv):
         self.num_nodes = int(num_nodes)
         self.n_total = self.problem.num_nodes_total(self.num_nodes)
         self.device = resolve_device(device)
-        self._advance = compiled(advance, self.device.type) if check_flag(compile, "compile") else advance
+        self._advance = compiled(advance, self.device.type, self.problem) if check_flag(compile, "compile") else advance
         self.array_type = array_type
         self.invalid_action = invalid_action
         self.max_episode_steps = max_episode_steps

@@ -73,3 +73,21 @@ def test_compile__must_be_a_bool():
         gym.make("routing/TSP-20", compile="yes")
     with pytest.raises(ValueError, match="compile must be True or False"):
         gym.make_vec("routing/TSP-20", num_envs=2, vectorization_mode="vector_entry_point", compile=1)
+
+
+def test_compile__each_problem_has_its_own_compile_cache():
+    """Dynamo keeps a few compiled versions per function (``recompile_limit``) and runs the rest eagerly;
+    every problem compiles its own copy of the step, so one problem's versions never crowd out another's."""
+    torch._dynamo.reset()
+    counts = []
+    with torch._dynamo.config.patch(recompile_limit=2):
+        for problem in ("TSP", "CVRP", "OP"):
+            before = compiled_graphs()
+            env = gym.make(f"routing/{problem}-v0", num_nodes=5, compile=True)
+            obs, _ = env.reset(seed=0)
+            for _ in range(3):  # a fresh state, then stepped ones: two versions per problem
+                obs, _, done, _, _ = env.step(int(np.flatnonzero(obs["action_mask"])[-1]))
+                if done:
+                    obs, _ = env.reset(seed=1)
+            counts.append(compiled_graphs() - before)
+    assert min(counts) >= 1, counts

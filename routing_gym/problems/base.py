@@ -38,6 +38,7 @@ Dimension names in shape comments: B batch, N nodes (depot included), S steps.
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -334,15 +335,26 @@ def step(problem, state, action: Tensor):
 
 
 @functools.cache
-def compiled(fn: Callable, device_type: str) -> Callable:
+def compiled(fn: Callable, device_type: str, problem: Any = None) -> Callable:
     """``fn`` (:func:`step`, or a function around it) compiled with ``torch.compile`` for one device type
-    (``"cpu"``, ``"cuda"``): what the envs' ``compile=True`` runs. The first call for a shape compiles
-    (seconds; a C++ compiler on the CPU); each new shape (batch size, node count) compiles again.
+    (``"cpu"``, ``"cuda"``) and one problem unit: what the envs' ``compile=True`` runs. The first call for
+    a shape compiles (seconds; a C++ compiler on the CPU); each new shape (batch size, node count) and
+    the first step after a reset compile again.
+
+    Each problem gets its own copy of ``fn``'s code: dynamo keeps at most
+    ``torch._dynamo.config.recompile_limit`` (8) compiled versions per code object, and past that runs
+    the code eagerly, which one shared copy reached within a few problems and shapes.
 
     On the CPU the code is compiled to scalar C++ loops (inductor's ``cpp.simdlen=1``): inductor's
     vectorised loops load and store bool tensors one element at a time through ``VecMask`` conversions,
     which made the step 3-15x slower than its scalar code and slower than eager; the scalar code runs the
-    step 2-4x faster than eager (``benchmarks/README.md``, "A compiled step")."""
+    step about 2x faster than eager (``benchmarks/README.md``, "A compiled step")."""
+    if problem is not None:
+        name = f"{fn.__name__}_{problem.name}"
+        code = fn.__code__.replace(co_name=name, **({"co_qualname": name} if hasattr(fn.__code__, "co_qualname") else {}))
+        copy = types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
+        copy.__kwdefaults__ = fn.__kwdefaults__
+        fn = copy
     return torch.compile(fn, dynamic=False, options={"cpp.simdlen": 1} if device_type == "cpu" else None)
 
 
