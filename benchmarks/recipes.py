@@ -46,8 +46,6 @@ RECIPES = {
     "paper": ["--baseline", "rollout", "--batch-size", "512", "--lr", "1e-4"],
     # the same with four times as many, four times smaller steps
     "rollout-b128": ["--baseline", "rollout", "--batch-size", "128", "--lr", "1e-4"],
-    # and eight times
-    "rollout-b64": ["--baseline", "rollout", "--batch-size", "64", "--lr", "1e-4"],
     # POMO (Kwon et al. 2020): every start node sampled, their mean the shared baseline; 64 instances
     # x n starts per step, Adam 1e-4 as in the POMO paper
     "pomo": ["--baseline", "pomo", "--batch-size", "64", "--lr", "1e-4"],
