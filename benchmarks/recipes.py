@@ -46,6 +46,10 @@ RECIPES = {
     "paper": ["--baseline", "rollout", "--batch-size", "512", "--lr", "1e-4"],
     # the same with four times as many, four times smaller steps
     "rollout-b128": ["--baseline", "rollout", "--batch-size", "128", "--lr", "1e-4"],
+    # batches of 128 with a smaller network (embeddings 64 instead of 128, 2 encoder layers instead of 3,
+    # feed-forward 256 instead of 512): several times fewer operations per instance
+    "small-b128": ["--baseline", "rollout", "--batch-size", "128", "--lr", "1e-4", "--embed-dim", "64",
+                   "--n-layers", "2", "--ff-hidden", "256"],
     # POMO (Kwon et al. 2020): every start node sampled, their mean the shared baseline; 64 instances
     # x n starts per step, Adam 1e-4 as in the POMO paper
     "pomo": ["--baseline", "pomo", "--batch-size", "64", "--lr", "1e-4"],

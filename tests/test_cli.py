@@ -415,3 +415,25 @@ def test_library__bad_counts_raise_value_errors():
         solve(tsp, instances, "exact", progress=False, workers=0)
     with pytest.raises(ValueError, match="no instances"):
         solve(tsp, tsp.generate(0, 5, generator=torch.Generator().manual_seed(0)), "exact", progress=False)
+
+
+TRAIN = ["train", "--problem", "tsp", "--num-nodes", "5", "--epochs", "1", "--epoch-size", "8", "--batch-size", "4",
+         "--eval-size", "4", "--val-size", "4", "--no-progress"]
+
+
+def test_train__network_size_options_set_the_model_and_are_checked(tmp_path, capsys):
+    """--embed-dim, --n-layers and --ff-hidden size the attention model (smaller networks as a recipe)."""
+    out = tmp_path / "small"
+    assert main(TRAIN + ["--embed-dim", "16", "--n-layers", "1", "--ff-hidden", "32", "--out-dir", str(out)]) == 0
+    ckpt = torch.load(out / "last.pt", weights_only=True)
+    assert {k: ckpt["model_config"][k] for k in ("embed_dim", "n_layers", "ff_hidden")} == \
+        {"embed_dim": 16, "n_layers": 1, "ff_hidden": 32}
+    assert ckpt["model"]["layers.0.feed_forward.0.weight"].shape == (32, 16) and "layers.1.norm1.norm.weight" not in ckpt["model"]
+    capsys.readouterr()
+    refused(capsys, TRAIN + ["--embed-dim", "0"], "argument --embed-dim:")
+    refused(capsys, TRAIN + ["--embed-dim", "12", "--out-dir", str(tmp_path / "x")], "n_heads (8) must divide embed_dim (12)")
+    refused(capsys, TRAIN + ["--policy", "pointer", "--n-layers", "2", "--out-dir", str(tmp_path / "y")],
+            "the pointer policy has no setting n_layers")
+    refused(capsys, ["train", "--resume", str(out / "last.pt"), "--n-layers", "2"], "not --n-layers")
+    refused(capsys, TRAIN + ["--init-from", str(out / "last.pt"), "--embed-dim", "16", "--out-dir", str(tmp_path / "z")],
+            "init_from takes its model settings")

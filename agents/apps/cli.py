@@ -23,6 +23,7 @@ PROBLEM_CHOICES = sorted(PROBLEMS)
 COMPARE_PICTURE = "runs/compare.png"  # where `routing-gym compare` saves its picture unless told otherwise
 # every problem option declared in the registry (OP's prize_type), as --prize-type, ...: (choices, default)
 VARIANT_OPTIONS = {key: spec for p in PROBLEMS.values() for key, spec in p.variants.items()}
+MODEL_OPTIONS = ("embed_dim", "n_layers", "ff_hidden")  # train options that set AttentionModelConfig fields
 
 
 # -- arguments, checked where they enter ----------------------------------------------------------------
@@ -228,7 +229,7 @@ def cmd_train(args) -> int:
         changeable = ("epochs", "batch_size", "out_dir", "device", "max_minutes")
         fixed = [f.name for f in dataclasses.fields(TrainConfig) if f.name not in changeable
                  and getattr(args, f.name, None) is not None] + (["distance_bias"] if args.distance_bias else []) \
-            + [k for k in VARIANT_OPTIONS if getattr(args, k, None) is not None]
+            + [k for k in (*VARIANT_OPTIONS, *MODEL_OPTIONS) if getattr(args, k, None) is not None]
         if fixed:
             raise ValueError(f"--resume continues the checkpoint's settings; only --epochs, --batch-size, --out-dir, "
                              f"--device and --max-minutes may be changed, not {', '.join('--' + k.replace('_', '-') for k in fixed)}")
@@ -237,8 +238,9 @@ def cmd_train(args) -> int:
     else:
         fields = {f.name for f in dataclasses.fields(TrainConfig)}
         given = {k: v for k, v in vars(args).items() if k in fields and v is not None}
+        given["model"] = {k: getattr(args, k) for k in MODEL_OPTIONS if getattr(args, k) is not None}
         if args.distance_bias:
-            given["model"] = {"distance_bias": True}
+            given["model"]["distance_bias"] = True
         given["variant"] = variant_of(args, get_problem(given.get("problem", TrainConfig.problem)))
         config = TrainConfig(**given)  # its defaults fill what was not given
         if args.out_dir is None:
@@ -624,6 +626,10 @@ def build_parser() -> argparse.ArgumentParser:
                    + trained("critic_lr"))
     t.add_argument("--policy", choices=("attention", "pointer"), help="network to train " + trained("policy"))
     t.add_argument("--distance-bias", action="store_true", help="attention model: distance-biased encoder")
+    t.add_argument("--embed-dim", type=positive_int, help="attention model: embedding width (default: the paper's 128)")
+    t.add_argument("--n-layers", type=positive_int, help="attention model: encoder layers (default: the paper's 3)")
+    t.add_argument("--ff-hidden", type=positive_int,
+                   help="attention model: hidden units of the encoder's feed-forward sublayers (default: the paper's 512)")
     t.add_argument("--eval-size", type=int, help="instances in the rollout baseline's evaluation set "
                    + trained("eval_size"))
     t.add_argument("--val-size", type=int, help="instances in the fixed validation set " + trained("val_size"))

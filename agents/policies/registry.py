@@ -2,6 +2,8 @@
 name one of :data:`POLICIES`, and :func:`build_policy` builds it from its config fields."""
 from __future__ import annotations
 
+import dataclasses
+
 from torch import nn
 
 from .attention_model import AttentionModel, AttentionModelConfig
@@ -18,4 +20,8 @@ def build_policy(name: str, model_config: dict) -> nn.Module:
     if name not in POLICIES:
         raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {name!r}")
     model, config = POLICIES[name]
+    unknown = sorted(set(model_config) - {f.name for f in dataclasses.fields(config)})
+    if unknown:
+        raise ValueError(f"the {name} policy has no setting {', '.join(unknown)}; its settings: "
+                         f"{', '.join(f.name for f in dataclasses.fields(config) if f.name != 'problem')}")
     return model(config(**model_config))
