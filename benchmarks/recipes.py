@@ -21,9 +21,10 @@ Runs use one torch thread (``--threads``); compare rows measured on the same mac
 in 180 minutes on this machine. The paper's row gives its throughput here (instances per second of wall
 clock, validation included); 180 minutes at that rate is an instance count, and the shipped model's
 training history (``training/{problem}{n}-rollout/metrics.csv``: the same recipe from scratch, validated
-on the trainer's own set, seed 1234) gives the validation cost at that count. Each recipe's model at the
-end of its run (``last.pt``) is evaluated greedily on that same set, whose LKH references come from
-``routing-gym solve ... --num-instances 10000 --seed 1234 --save runs/heldout/{problem}{n}_val1234.npz``.
+on the trainer's own set, seed 1234, its first 2,000 instances) gives the validation cost at that count.
+Each recipe's model at the end of its run (``last.pt``) is evaluated greedily on that same set, whose LKH
+references come from ``routing-gym solve ... --num-instances 10000 --seed 1234 --save
+runs/heldout/{problem}{n}_val1234.npz`` (a set drawn from one seed starts with the smaller sets drawn from it).
 Gaps here are ratios of mean costs (the history holds mean costs only).
 
 ``--projection`` fits the shipped model's history (gap against instances seen, a power law over the
@@ -134,6 +135,17 @@ def report(out: str | None, marks: list[float]) -> None:
         print(f"saved {out}")
 
 
+def history_val_size(problem: str, n: int) -> int:
+    """How many instances of the seed-1234 validation set the shipped model's run validated on (its first
+    ones: a smaller set is a prefix of a larger one drawn from the same seed)."""
+    import torch
+
+    ckpt = torch.load(f"training/{problem}{n}-rollout/last.pt", map_location="cpu", weights_only=True)
+    if ckpt["config"]["val_seed"] != 1234 or ckpt["config"].get("val_dataset"):
+        raise SystemExit(f"training/{problem}{n}-rollout validated on another set than seed 1234's")
+    return int(ckpt["config"]["val_size"])
+
+
 def moonshot(problem: str, n: int, minutes: float, paper_minutes: float = 180.0) -> None:
     import numpy as np
     import torch
@@ -145,8 +157,12 @@ def moonshot(problem: str, n: int, minutes: float, paper_minutes: float = 180.0)
     val_path = Path(f"runs/heldout/{problem}{n}_val1234.npz")
     if not val_path.is_file():
         raise SystemExit(f"{val_path} is missing: make it with routing-gym solve (see this script's docstring)")
+    size = history_val_size(problem, n)
     instances, refs = load_dataset(val_path, problem)
-    ref = float(np.mean(refs["ref_cost"]))
+    if len(refs["ref_cost"]) < size:
+        raise SystemExit(f"{val_path} holds {len(refs['ref_cost'])} instances; the history validated on {size}")
+    instances = type(instances)(*(f[:size] for f in instances))
+    ref = float(np.mean(refs["ref_cost"][:size]))
     with (ROOT / f"{problem}{n}-paper" / "metrics.csv").open() as f:
         last = list(csv.DictReader(f))[-1]
     rate = int(last["instances_seen"]) / float(last["elapsed_s"])
@@ -154,7 +170,7 @@ def moonshot(problem: str, n: int, minutes: float, paper_minutes: float = 180.0)
     with Path(f"training/{problem}{n}-rollout/metrics.csv").open() as f:
         history = list(csv.DictReader(f))
     reached = [r for r in history if int(r["instances_seen"]) >= target]
-    print(f"{problem.upper()}-{n}, trainer's validation set (10,000 instances, seed 1234; LKH mean {ref:.4f})")
+    print(f"{problem.upper()}-{n}, the shipped run's validation set ({size:,} instances, seed 1234; LKH mean {ref:.4f})")
     print(f"paper recipe here: {rate:.0f} instances/s over its {float(last['elapsed_s']) / 60:.0f}-minute row, "
           f"so {paper_minutes:g} minutes = {target:,.0f} instances")
     if reached:
@@ -162,7 +178,14 @@ def moonshot(problem: str, n: int, minutes: float, paper_minutes: float = 180.0)
         print(f"  shipped model's history (paper recipe from scratch) at {int(r['instances_seen']):,} instances: "
               f"cost {float(r['val_cost']):.4f}, gap {100 * (float(r['val_cost']) / ref - 1):.2f} %")
     else:
-        print(f"  the shipped model's history stops at {int(history[-1]['instances_seen']):,} instances")
+        last_seen, last_cost = int(history[-1]["instances_seen"]), float(history[-1]["val_cost"])
+        seen = np.array([int(r["instances_seen"]) for r in history], float)
+        gaps = np.array([float(r["val_cost"]) / ref - 1 for r in history])
+        half = len(history) // 2
+        slope, intercept = np.polyfit(np.log(seen[half:]), np.log(gaps[half:]), 1)
+        print(f"  shipped model's history (paper recipe from scratch) stops at {last_seen:,} instances: cost "
+              f"{last_cost:.4f}, gap {100 * (last_cost / ref - 1):.2f} %; its power-law fit (second half) at "
+              f"{target:,.0f}: gap {100 * np.exp(intercept + slope * np.log(target)):.2f} %")
     for folder in sorted(ROOT.glob(f"{problem}{n}-*")):
         with (folder / "metrics.csv").open() as f:
             end = list(csv.DictReader(f))[-1]
@@ -183,7 +206,8 @@ def projection(problem: str, n: int, targets: list[float]) -> None:
             break
     else:
         raise SystemExit(f"no reference set for {problem}{n}: make one with routing-gym solve (see the docstring)")
-    ref = float(np.mean(load_dataset(path, problem)[1]["ref_cost"]))
+    refs = load_dataset(path, problem)[1]["ref_cost"]
+    ref = float(np.mean(refs[:history_val_size(problem, n)] if "val1234" in path.name else refs))
     with Path(f"training/{problem}{n}-rollout/metrics.csv").open() as f:
         history = [r for r in csv.DictReader(f) if r.get("val_cost")]
     seen = np.array([int(r["instances_seen"]) for r in history], float)
