@@ -94,8 +94,10 @@ def rows() -> list[dict]:
 
 
 def gap_at(curve, minutes: float) -> float | None:
-    """The last validated gap at or before ``minutes`` (None before the first validation); a run's last
-    validation, which ends a few seconds past its budget, counts at the budget."""
+    """The last validated gap at or before ``minutes`` (None before the first validation, or past the end
+    of the run); a run's last validation, which ends a few seconds past its budget, counts at the budget."""
+    if curve[-1][0] < minutes * 0.97:  # the run stopped before this mark
+        return None
     seen = [gap for t, gap, _ in curve if t <= minutes * 1.03]
     return seen[-1] if seen else None
 
