@@ -177,7 +177,7 @@ def moonshot(problem: str, n: int, minutes: float, paper_minutes: float = 180.0)
           f"so {paper_minutes:g} minutes = {target:,.0f} instances")
     if reached:
         r = reached[0]
-        print(f"  shipped model's history (paper recipe from scratch) at {int(r['instances_seen']):,} instances: "
+        print(f"  paper-recipe history (training/{problem}{n}-rollout, from scratch) at {int(r['instances_seen']):,} instances: "
               f"cost {float(r['val_cost']):.4f}, gap {100 * (float(r['val_cost']) / ref - 1):.2f} %")
     else:
         last_seen, last_cost = int(history[-1]["instances_seen"]), float(history[-1]["val_cost"])
@@ -185,7 +185,7 @@ def moonshot(problem: str, n: int, minutes: float, paper_minutes: float = 180.0)
         gaps = np.array([float(r["val_cost"]) / ref - 1 for r in history])
         half = len(history) // 2
         slope, intercept = np.polyfit(np.log(seen[half:]), np.log(gaps[half:]), 1)
-        print(f"  shipped model's history (paper recipe from scratch) stops at {last_seen:,} instances: cost "
+        print(f"  paper-recipe history (training/{problem}{n}-rollout, from scratch) stops at {last_seen:,} instances: cost "
               f"{last_cost:.4f}, gap {100 * (last_cost / ref - 1):.2f} %; its power-law fit (second half) at "
               f"{target:,.0f}: gap {100 * np.exp(intercept + slope * np.log(target)):.2f} %")
     for folder in sorted(ROOT.glob(f"{problem}{n}-*")):
