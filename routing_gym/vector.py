@@ -297,13 +297,14 @@ class RoutingVectorEnv(VectorEnv):
             self._pool, self._pool_next = None, 0  # automatic resets restart from the new seed
             self._standby, self._autoreset_steps = None, 0
         if reset_mask is None:
-            rows = torch.arange(self.num_envs, device=self.device)
+            flags = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
         else:
             m = torch.as_tensor(np.asarray(reset_mask) if not isinstance(reset_mask, Tensor) else reset_mask)
             if m.shape != (self.num_envs,) or m.dtype != torch.bool:
                 raise ValueError(f"reset_mask must be a bool array of shape ({self.num_envs},), "
                                  f"got {m.dtype} {tuple(m.shape)}")
-            rows = m.to(self.device).nonzero().flatten()
+            flags = m.to(self.device)
+        rows = flags.nonzero().flatten()
         if self.state is None and len(rows) != self.num_envs:
             raise ValueError("the first reset must reset every sub-env (no reset_mask, or an all-True one)")
         instances = None
@@ -313,11 +314,8 @@ class RoutingVectorEnv(VectorEnv):
         picked = None if seeds is None else [seeds[i] for i in rows.tolist()]
         fresh = self._fresh(len(rows), picked, instances)
         self.state = fresh if len(rows) == self.num_envs else replace_rows(self.state, rows, fresh)
-        self._return[rows] = 0.0
-        self._elapsed[rows] = 0
-        self._needs_reset[rows] = False
-        self._invalid[rows] = False
-        self._tours[rows] = -1
+        self._needs_reset.masked_fill_(flags, False)
+        self._clear_records(flags)
         return self._observation(), {}
 
     def step(self, actions):
@@ -365,24 +363,24 @@ class RoutingVectorEnv(VectorEnv):
         batch, which is generated anew every ``period`` calls: within ``period`` steps a sub-env resets at
         most once, so no standby row is used twice."""
         if self._reads_host:
-            if bool(resetting.any()):
-                self._reset_rows(resetting.nonzero().flatten())
-            return
-        if self._autoreset_steps % period == 0:
-            self._standby = self._fresh(self.num_envs, None, None)
-        self._autoreset_steps += 1
-        self.state = where_rows(resetting, self._standby, self.state)
-        self._return.masked_fill_(resetting, 0.0)
-        self._elapsed.masked_fill_(resetting, 0)
-        self._invalid.masked_fill_(resetting, False)
-        self._tours.masked_fill_(resetting[:, None], -1)
+            if not bool(resetting.any()):
+                return
+            rows = resetting.nonzero().flatten()
+            self.state = replace_rows(self.state, rows, self._pooled(len(rows)))
+        else:
+            if self._autoreset_steps % period == 0:
+                self._standby = self._fresh(self.num_envs, None, None)
+            self._autoreset_steps += 1
+            self.state = where_rows(resetting, self._standby, self.state)
+        self._clear_records(resetting)
 
-    def _reset_rows(self, rows: Tensor) -> None:
-        self.state = replace_rows(self.state, rows, self._pooled(len(rows)))
-        self._return[rows] = 0.0
-        self._elapsed[rows] = 0
-        self._invalid[rows] = False
-        self._tours[rows] = -1
+    def _clear_records(self, rows: Tensor) -> None:
+        """Start the episode records afresh (return, step count, masked-action flag, tour) for the sub-envs
+        flagged in ``rows`` (B,) bool, without a host synchronisation."""
+        self._return.masked_fill_(rows, 0.0)
+        self._elapsed.masked_fill_(rows, 0)
+        self._invalid.masked_fill_(rows, False)
+        self._tours.masked_fill_(rows[:, None], -1)
 
     def _as_actions(self, actions) -> Tensor:
         """The (B,) int64 actions on the device, checked as the class docstring says: dtype and shape
