@@ -17,9 +17,9 @@ references come from the solver adapters. The run validates on it after every ep
 so ``metrics.csv`` has ``val_gap`` and ``elapsed_s`` (wall clock, validation included) per epoch.
 Runs use one torch thread (``--threads``); compare rows measured on the same machine under the same load.
 
-``--moonshot`` asks whether a recipe reaches in ``--minutes`` (60) the gap that the paper's recipe reaches
-in 180 minutes on this machine. The paper's row gives its throughput here (instances per second of wall
-clock, validation included); 180 minutes at that rate is an instance count, and the shipped model's
+``--moonshot`` asks whether a recipe reaches within its budget (60 minutes at most) the gap that the
+paper's recipe reaches in 180 minutes on this machine. The paper's row gives its throughput here (instances per second of wall
+clock, validation included); 180 minutes at that rate is an instance count, and the paper-recipe
 training history (``training/{problem}{n}-rollout/metrics.csv``: the same recipe from scratch, validated
 on the trainer's own set, seed 1234, its first 2,000 instances) gives the validation cost at that count.
 Each recipe's model at the end of its run (``last.pt``) is evaluated greedily on that same set, whose LKH
@@ -27,7 +27,7 @@ references come from ``routing-gym solve ... --num-instances 10000 --seed 1234 -
 runs/heldout/{problem}{n}_val1234.npz`` (a set drawn from one seed starts with the smaller sets drawn from it).
 Gaps here are ratios of mean costs (the history holds mean costs only).
 
-``--projection`` fits the shipped model's history (gap against instances seen, a power law over the
+``--projection`` fits that paper-recipe history (gap against instances seen, a power law over the
 second half of the run: the straight part of the log-log curve) and prints how many more instances,
 and hours at the run's own throughput, the gap targets would take. The reference mean is the
 validation set's (``runs/heldout/{problem}{n}_val1234.npz``) where it exists, else the test set's
@@ -138,7 +138,7 @@ def report(out: str | None, marks: list[float]) -> None:
 
 
 def history_val_size(problem: str, n: int) -> int:
-    """How many instances of the seed-1234 validation set the shipped model's run validated on (its first
+    """How many instances of the seed-1234 validation set the paper-recipe run validated on (its first
     ones: a smaller set is a prefix of a larger one drawn from the same seed)."""
     import torch
 
@@ -148,7 +148,23 @@ def history_val_size(problem: str, n: int) -> int:
     return int(ckpt["config"]["val_size"])
 
 
-def moonshot(problem: str, n: int, minutes: float, paper_minutes: float = 180.0) -> None:
+def paper_history(problem: str, n: int, ref: float):
+    """The paper-recipe run's epochs (``training/{problem}{n}-rollout/metrics.csv``), their instances seen
+    and gaps against the reference mean ``ref``, and the power-law fit ``log gap = intercept + slope log
+    instances`` over the second half (the straight part of the log-log curve): ``(rows, seen, gaps, slope,
+    intercept)``."""
+    import numpy as np
+
+    with Path(f"training/{problem}{n}-rollout/metrics.csv").open() as f:
+        rows = [r for r in csv.DictReader(f) if r.get("val_cost")]
+    seen = np.array([int(r["instances_seen"]) for r in rows], float)
+    gaps = np.array([float(r["val_cost"]) / ref - 1 for r in rows])
+    half = len(rows) // 2
+    slope, intercept = np.polyfit(np.log(seen[half:]), np.log(gaps[half:]), 1)
+    return rows, seen, gaps, slope, intercept
+
+
+def moonshot(problem: str, n: int, paper_minutes: float = 180.0) -> None:
     import numpy as np
     import torch
 
@@ -169,10 +185,9 @@ def moonshot(problem: str, n: int, minutes: float, paper_minutes: float = 180.0)
         last = list(csv.DictReader(f))[-1]
     rate = int(last["instances_seen"]) / float(last["elapsed_s"])
     target = rate * paper_minutes * 60
-    with Path(f"training/{problem}{n}-rollout/metrics.csv").open() as f:
-        history = list(csv.DictReader(f))
+    history, seen, gaps, slope, intercept = paper_history(problem, n, ref)
     reached = [r for r in history if int(r["instances_seen"]) >= target]
-    print(f"{problem.upper()}-{n}, the shipped run's validation set ({size:,} instances, seed 1234; LKH mean {ref:.4f})")
+    print(f"{problem.upper()}-{n}, the paper-recipe run's validation set ({size:,} instances, seed 1234; LKH mean {ref:.4f})")
     print(f"paper recipe here: {rate:.0f} instances/s over its {float(last['elapsed_s']) / 60:.0f}-minute row, "
           f"so {paper_minutes:g} minutes = {target:,.0f} instances")
     if reached:
@@ -181,10 +196,6 @@ def moonshot(problem: str, n: int, minutes: float, paper_minutes: float = 180.0)
               f"cost {float(r['val_cost']):.4f}, gap {100 * (float(r['val_cost']) / ref - 1):.2f} %")
     else:
         last_seen, last_cost = int(history[-1]["instances_seen"]), float(history[-1]["val_cost"])
-        seen = np.array([int(r["instances_seen"]) for r in history], float)
-        gaps = np.array([float(r["val_cost"]) / ref - 1 for r in history])
-        half = len(history) // 2
-        slope, intercept = np.polyfit(np.log(seen[half:]), np.log(gaps[half:]), 1)
         print(f"  paper-recipe history (training/{problem}{n}-rollout, from scratch) stops at {last_seen:,} instances: cost "
               f"{last_cost:.4f}, gap {100 * (last_cost / ref - 1):.2f} %; its power-law fit (second half) at "
               f"{target:,.0f}: gap {100 * np.exp(intercept + slope * np.log(target)):.2f} %")
@@ -210,14 +221,9 @@ def projection(problem: str, n: int, targets: list[float]) -> None:
         raise SystemExit(f"no reference set for {problem}{n}: make one with routing-gym solve (see the docstring)")
     refs = load_dataset(path, problem)[1]["ref_cost"]
     ref = float(np.mean(refs[:history_val_size(problem, n)] if "val1234" in path.name else refs))
-    with Path(f"training/{problem}{n}-rollout/metrics.csv").open() as f:
-        history = [r for r in csv.DictReader(f) if r.get("val_cost")]
-    seen = np.array([int(r["instances_seen"]) for r in history], float)
-    gap = np.array([float(r["val_cost"]) / ref - 1 for r in history])
-    seconds = np.array([float(r["train_time_s"]) for r in history])
+    history, seen, gap, slope, intercept = paper_history(problem, n, ref)
+    rate = seen[-1] / sum(float(r["train_time_s"]) for r in history)  # instances per second of training
     half = len(history) // 2
-    slope, intercept = np.polyfit(np.log(seen[half:]), np.log(gap[half:]), 1)
-    rate = seen[-1] / seconds.sum()  # instances per second of training, over the whole run
     print(f"{problem.upper()}-{n}: {len(history)} epochs, {seen[-1]:,.0f} instances, gap now {100 * gap[-1]:.2f} % "
           f"(reference mean {ref:.4f} from {path}); fit over the last {len(history) - half} epochs: "
           f"gap ~ instances^{slope:.3f}")
@@ -240,14 +246,14 @@ def main() -> None:
     parser.add_argument("--marks", type=float, nargs="+", default=[5, 10, 20], help="table columns (minutes)")
     parser.add_argument("--out", help="with --report: save the curves as this PNG")
     parser.add_argument("--projection", type=float, nargs="*", metavar="GAP",
-                        help="project the shipped model's history to these gaps in %% (see the docstring)")
+                        help="project the paper-recipe run's history to these gaps in %% (see the docstring)")
     parser.add_argument("--moonshot", action="store_true", help="the paper recipe's 180-minute gap against each "
                         "recipe's model (see the docstring)")
     args = parser.parse_args()
     if args.projection is not None:
         projection(args.problem, args.num_nodes, args.projection or [1.0])
     elif args.moonshot:
-        moonshot(args.problem, args.num_nodes, args.minutes)
+        moonshot(args.problem, args.num_nodes)
     elif args.report:
         report(args.out, args.marks)
     elif args.recipe is None:
