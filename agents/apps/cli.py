@@ -595,7 +595,7 @@ def build_parser() -> argparse.ArgumentParser:
     from ..inference.device import DEVICE_HELP
     from ..training.baselines import BASELINES
 
-    from ..training.config import TrainConfig
+    from ..training.config import LR_SCHEDULES, TrainConfig
 
     ap = Parser(prog="routing-gym", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
@@ -619,6 +619,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--lr", type=float, help="Adam learning rate " + trained("lr"))
     t.add_argument("--lr-decay", type=float, help="learning rate multiplied by this after every epoch "
                    + trained("lr_decay"))
+    t.add_argument("--lr-schedule", choices=LR_SCHEDULES,
+                   help="the learning rate over the run's budget (--epochs x --epoch-size instances, or --max-minutes "
+                   "when that ends first): constant (times --lr-decay per epoch), cosine or linear (down to 0) "
+                   + trained("lr_schedule"))
+    t.add_argument("--lr-warmup", type=float, help="fraction of the budget over which the learning rate first rises "
+                   "linearly from 0 " + trained("lr_warmup"))
     t.add_argument("--baseline", choices=tuple(BASELINES),
                    help="rollout (Kool et al.), exponential, pomo (Kwon et al.) or critic (Bello et al.) "
                    + trained("baseline"))

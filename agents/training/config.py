@@ -12,6 +12,8 @@ from routing_gym.problems import get_problem
 
 from .baselines import BASELINES
 
+LR_SCHEDULES = ("constant", "cosine", "linear")
+
 
 @dataclass
 class TrainConfig:
@@ -35,6 +37,12 @@ class TrainConfig:
     """Adam learning rate."""
     lr_decay: float = 1.0
     """Learning rate multiplied by this after every epoch."""
+    lr_schedule: str = "constant"
+    """The learning rate's shape over the run's budget (:func:`learning_rate`): ``constant`` (the paper's:
+    ``lr``, times ``lr_decay`` per epoch), ``cosine`` (from ``lr`` down to 0 along a half cosine) or
+    ``linear`` (down to 0 along a straight line; Li et al., "Budgeted training", ICLR 2020)."""
+    lr_warmup: float = 0.0
+    """Fraction of the budget over which the learning rate first rises linearly from 0 (any schedule)."""
     max_grad_norm: float = 1.0
     """Gradient-norm clipping threshold."""
     baseline: str = "rollout"
@@ -99,6 +107,9 @@ class TrainConfig:
             _require(name, getattr(self, name), int, "an integer >= 0", lambda v: v >= 0)
         for name in ("lr", "critic_lr", "max_grad_norm", "lr_decay"):
             _require(name, getattr(self, name), float, "a finite number > 0", lambda v: 0 < v < math.inf)
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
+        _require("lr_warmup", self.lr_warmup, float, "a number in [0, 1)", lambda v: 0 <= v < 1)
         _require("exp_beta", self.exp_beta, float, "a number in [0, 1)", lambda v: 0 <= v < 1)
         _require("bl_alpha", self.bl_alpha, float, "a number in (0, 1)", lambda v: 0 < v < 1)
         if self.max_minutes is not None:
@@ -122,6 +133,37 @@ class TrainConfig:
         if unknown:
             raise ValueError(f"unknown training setting(s) {unknown} (written by a newer version?)")
         return cls(**data)
+
+
+def budget_progress(cfg: TrainConfig, instances_seen: int, elapsed_s: float) -> float:
+    """How much of the run's budget is spent, in [0, 1]: the larger of the fractions of its instances
+    (``epochs * epoch_size``) and of its minutes (``max_minutes``, when set) used, since the run ends with
+    whichever runs out first."""
+    spent = instances_seen / (cfg.epochs * cfg.epoch_size)
+    if cfg.max_minutes is not None:
+        spent = max(spent, elapsed_s / (cfg.max_minutes * 60))
+    return min(spent, 1.0)
+
+
+def learning_rate(cfg: TrainConfig, epoch: int, progress: float) -> float:
+    """The learning rate of a step taken in ``epoch`` with ``progress`` of the budget spent
+    (:func:`budget_progress`): ``cfg.lr`` times ``cfg.lr_decay ** epoch``, times the schedule's factor
+    (``constant`` 1, ``cosine`` (1 + cos(pi p)) / 2, ``linear`` 1 - p, with p the progress past the
+    warm-up, rescaled to [0, 1]), times the warm-up's ramp ``progress / cfg.lr_warmup`` while it lasts.
+
+    >>> cfg = TrainConfig(lr=1e-3, lr_schedule="cosine", lr_warmup=0.1)
+    >>> [round(learning_rate(cfg, 0, p), 6) for p in (0.05, 0.1, 0.55, 1.0)]
+    [0.0005, 0.001, 0.0005, 0.0]
+    """
+    lr = cfg.lr * cfg.lr_decay ** epoch
+    if progress < cfg.lr_warmup:
+        return lr * progress / cfg.lr_warmup
+    p = (progress - cfg.lr_warmup) / (1 - cfg.lr_warmup)
+    if cfg.lr_schedule == "cosine":
+        return lr * 0.5 * (1 + math.cos(math.pi * p))
+    if cfg.lr_schedule == "linear":
+        return lr * (1 - p)
+    return lr
 
 
 def _require(name: str, value: Any, kind: type, what: str, ok) -> None:

@@ -44,7 +44,7 @@ from ..policies.checkpoint import load_checkpoint, save_checkpoint
 from ..policies.protocol import select_rows
 from ..policies.registry import build_policy
 from .baselines import BASELINES, legacy_baseline_state, paired_t_test_better  # noqa: F401 - re-exported
-from .config import TrainConfig
+from .config import TrainConfig, budget_progress, learning_rate
 from .distributed import gather_costs, world
 RANK_SEED_STRIDE = 1_000_003  # rank r draws training instances and samples from seed + r * stride
 EVAL_SEED_OFFSET = 7_777_777  # the baseline's evaluation sets come from a stream shared by all ranks
@@ -107,7 +107,6 @@ class Trainer:
         sampler = SampledRollout(self.policy)
         self.sampler = DistributedDataParallel(sampler) if self.world_size > 1 else sampler
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.lr)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda e: config.lr_decay ** e)
         self.generator = torch.Generator(device=self.device).manual_seed(config.seed + RANK_SEED_STRIDE * self.rank)
         self.eval_generator = torch.Generator(device=self.device).manual_seed(config.seed + EVAL_SEED_OFFSET)
         self.epoch = 0
@@ -187,6 +186,19 @@ class Trainer:
         self.instances_seen += cfg.batch_size
         return mean_cost, grad_norm
 
+    def set_learning_rate(self, elapsed_s: float) -> float:
+        """Set the optimiser's learning rate for the next step from the schedule
+        (:func:`~agents.training.config.learning_rate`), ``elapsed_s`` seconds into the run's budget."""
+        cfg = self.cfg
+        lr = learning_rate(cfg, self.epoch, budget_progress(cfg, self.instances_seen, elapsed_s))
+        if self.world_size > 1 and cfg.max_minutes is not None and (cfg.lr_schedule != "constant" or cfg.lr_warmup):
+            lr_t = torch.tensor([lr], dtype=torch.float64, device=self.device)  # the ranks' clocks differ a little:
+            dist.broadcast(lr_t, 0)                                               # every rank steps with rank 0's rate
+            lr = float(lr_t)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
     @torch.no_grad()
     def _finite_outputs(self, instances) -> bool:
         """Are the policy's first-step log-probabilities on (the first rows of) ``instances`` finite where
@@ -210,6 +222,7 @@ class Trainer:
         costs = []
         bar = _progress(steps, f"epoch {self.epoch}", progress and self.rank == 0)
         for i in range(steps):
+            self.set_learning_rate(self.elapsed_s + time.perf_counter() - start)
             try:
                 cost, _ = self.train_batch()
             except TrainingDiverged as e:
@@ -236,7 +249,6 @@ class Trainer:
             row["val_gap"] = float(((val - self.val_ref) / self.val_ref.abs()).mean())
         self.elapsed_s += time.perf_counter() - start
         row["elapsed_s"] = self.elapsed_s
-        self.scheduler.step()
         self.epoch += 1
         return row
 
@@ -321,7 +333,6 @@ class Trainer:
             "model": self.policy.state_dict(),
             "baseline": self.baseline.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
             "generators": self._gather_generator_states(),
             "world_size": self.world_size,
             "epoch": self.epoch,
@@ -361,7 +372,7 @@ class Trainer:
         """
         path = Path(path)
         ckpt = load_checkpoint(path, kind="trainer")
-        missing = [k for k in ("config", "model_config", "model", "optimizer", "scheduler", "generators",
+        missing = [k for k in ("config", "model_config", "model", "optimizer", "generators",
                                "world_size", "epoch", "instances_seen") if k not in ckpt]
         if missing:
             raise ValueError(f"checkpoint {path} lacks {', '.join(missing)}: not a complete trainer checkpoint")
@@ -382,7 +393,6 @@ class Trainer:
         try:
             trainer.policy.load_state_dict(ckpt["model"])
             trainer.optimizer.load_state_dict(ckpt["optimizer"])
-            trainer.scheduler.load_state_dict(ckpt["scheduler"])
             baseline_state = ckpt["baseline"] if "baseline" in ckpt else legacy_baseline_state(ckpt)
             trainer.baseline.load_state_dict(baseline_state)
         except (RuntimeError, KeyError, ValueError, TypeError) as e:
