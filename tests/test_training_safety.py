@@ -153,13 +153,13 @@ def test_divergence__stops_with_a_clear_error_and_keeps_the_last_good_checkpoint
 def test_divergence__a_non_finite_loss_is_refused_before_the_step(tmp_path, monkeypatch):
     trainer = Trainer(tiny(tmp_path))
     before = {k: v.clone() for k, v in trainer.policy.named_parameters()}
-    real = trainer.sampler.forward
+    real = trainer.training_pass.forward
 
     def poisoned(*args):
         cost, log_likelihood = real(*args)
         return cost, log_likelihood * math.inf
 
-    monkeypatch.setattr(trainer.sampler, "forward", poisoned)
+    monkeypatch.setattr(trainer.training_pass, "forward", poisoned)
     with pytest.raises(TrainingDiverged, match="the loss is"):
         trainer.train_batch()
     assert all(torch.equal(p, before[k]) for k, p in trainer.policy.named_parameters())  # no step taken
@@ -171,7 +171,7 @@ def test_divergence__a_failing_rollout_with_finite_outputs_is_a_bug_not_divergen
     def broken(*args):
         raise RuntimeError("shape mismatch in the decoder")
 
-    monkeypatch.setattr(trainer.sampler, "forward", broken)
+    monkeypatch.setattr(trainer.training_pass, "forward", broken)
     with pytest.raises(RuntimeError, match="shape mismatch") as info:
         trainer.train_batch()
     assert not isinstance(info.value, TrainingDiverged)

@@ -646,6 +646,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "e.g. runs/tsp20)")
     t.add_argument("--init-from", help="start from the weights of this policy file or trainer checkpoint (e.g. "
                    "agents/weights/tsp20.pt), with their model settings; optimiser and baseline start afresh")
+    t.add_argument("--imitate", type=input_file,
+                   help="a labelled dataset (routing-gym solve --save writes one) whose tours the policy first "
+                   "imitates by teacher forcing, for --imitation-epochs epochs of --epoch-size labelled instances; "
+                   "REINFORCE follows (default: none)")
+    t.add_argument("--imitation-epochs", type=int, help="supervised epochs at the start of the run, with --imitate "
+                   + trained("imitation_epochs"))
     t.add_argument("--max-minutes", type=float,
                    help="wall-clock budget of the run (training and validation); the run stops when it is spent "
                    "(default: none)")

@@ -90,6 +90,14 @@ class TrainConfig:
     """A policy file or trainer checkpoint (or the reference weights of Kool et al.) whose weights start the
     run, with their model settings (``model`` must then be empty): fine-tuning, a longer run with another
     recipe, or transfer to another size. The optimiser and the baseline start afresh."""
+    imitate: str | None = None
+    """A labelled dataset file (``routing_gym.data`` format with ``ref_tours``, as ``routing-gym solve --save``
+    writes) whose tours the policy imitates first: the run's first ``imitation_epochs`` epochs minimise the
+    cross-entropy of the labels' actions by teacher forcing (supervised, as Vinyals et al. 2015 trained the
+    Pointer Network), each drawing ``epoch_size`` labelled instances; the epochs after them are REINFORCE.
+    A warm start from solver labels, which are cheap where a fast solver exists (LKH for TSP)."""
+    imitation_epochs: int = 1
+    """The supervised epochs at the start of the run (with ``imitate``)."""
     val_dataset: str | None = None
     """A dataset file (``routing_gym.data`` format) to validate on instead of ``val_size`` generated
     instances; when it holds reference costs (``ref_cost``) the metrics also record ``val_gap``, the mean
@@ -103,7 +111,7 @@ class TrainConfig:
         problem.check_num_nodes(self.num_nodes)
         for name in ("epochs", "epoch_size", "batch_size", "eval_size", "val_size", "eval_batch_size"):
             _require(name, getattr(self, name), int, "a positive integer", lambda v: v >= 1)
-        for name in ("seed", "val_seed", "warmup_epochs"):
+        for name in ("seed", "val_seed", "warmup_epochs", "imitation_epochs"):
             _require(name, getattr(self, name), int, "an integer >= 0", lambda v: v >= 0)
         for name in ("lr", "critic_lr", "max_grad_norm", "lr_decay"):
             _require(name, getattr(self, name), float, "a finite number > 0", lambda v: 0 < v < math.inf)

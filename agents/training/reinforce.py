@@ -46,6 +46,7 @@ from ..policies.registry import build_policy
 from .baselines import BASELINES, legacy_baseline_state, paired_t_test_better  # noqa: F401 - re-exported
 from .config import TrainConfig, budget_progress, learning_rate
 from .distributed import gather_costs, world
+from .supervised import teacher_forcing_nll
 RANK_SEED_STRIDE = 1_000_003  # rank r draws training instances and samples from seed + r * stride
 EVAL_SEED_OFFSET = 7_777_777  # the baseline's evaluation sets come from a stream shared by all ranks
 RUN_FILES = ("last.pt", "best.pt", "metrics.csv")  # a run's record in cfg.out_dir (and its "tb" events)
@@ -55,15 +56,20 @@ class TrainingDiverged(ArithmeticError):
     """A non-finite gradient or weight: the run stopped, and nothing of the failing epoch was saved."""
 
 
-class SampledRollout(nn.Module):
-    """The policy's sampling rollout as a module's ``forward``, so that DDP can wrap it."""
+class TrainingPass(nn.Module):
+    """The policy's forward pass of a training step as a module's ``forward``, so that DDP can wrap it: a
+    sampled rollout (``(cost, log_likelihood)``), or, given ``labels``, teacher forcing along them (their
+    negative log-likelihood, and None)."""
 
-    def __init__(self, policy: nn.Module):
+    def __init__(self, policy: nn.Module, problem: str):
         super().__init__()
         self.policy = policy
+        self.problem = problem
 
-    def forward(self, env, instances, generator: torch.Generator, first_actions: Tensor | None = None,
-                repeats: int = 1):
+    def forward(self, env, instances, generator: torch.Generator | None = None, first_actions: Tensor | None = None,
+                repeats: int = 1, labels: Tensor | None = None):
+        if labels is not None:
+            return teacher_forcing_nll(self.policy, self.problem, instances, labels, env=env), None
         out = rollout(self.policy, env, instances, strategy="sample", generator=generator, first_actions=first_actions,
                       repeats=repeats)
         return out.cost, out.log_likelihood
@@ -104,8 +110,8 @@ class Trainer:
         if self.world_size > 1 and self.device.type == "cuda":
             policy = nn.SyncBatchNorm.convert_sync_batchnorm(policy)
         self.policy = policy.to(self.device)
-        sampler = SampledRollout(self.policy)
-        self.sampler = DistributedDataParallel(sampler) if self.world_size > 1 else sampler
+        forward = TrainingPass(self.policy, config.problem)
+        self.training_pass = DistributedDataParallel(forward) if self.world_size > 1 else forward
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.lr)
         self.generator = torch.Generator(device=self.device).manual_seed(config.seed + RANK_SEED_STRIDE * self.rank)
         self.eval_generator = torch.Generator(device=self.device).manual_seed(config.seed + EVAL_SEED_OFFSET)
@@ -118,6 +124,11 @@ class Trainer:
         self.baseline = BASELINES[config.baseline](self)
         rollouts = self.local_batch * self.baseline.rollouts_per_instance
         self.env = make_env(config.problem, config.num_nodes, rollouts, self.device, **config.variant)
+        self.labels = None  # (instances, actions) of config.imitate
+        if config.imitate is not None:
+            self.labels = self._labelled_set()
+            self.label_env = make_env(config.problem, config.num_nodes, self.local_batch, self.device,
+                                      **config.variant)
         if init_baseline:
             self.baseline.initialize()
 
@@ -134,6 +145,31 @@ class Trainer:
                              f"{self.problem.size_of(instances)}, the run trains size {cfg.num_nodes}")
         ref = extras.get("ref_cost")
         return instances, None if ref is None else torch.as_tensor(ref, dtype=torch.float32, device=self.device)
+
+    def _labelled_set(self) -> tuple[Any, Tensor]:
+        """The instances and label actions of ``cfg.imitate``, every label checked (feasible, finishing)."""
+        cfg = self.cfg
+        instances, extras = load_dataset(cfg.imitate, cfg.problem, device=self.device)
+        if "ref_tours" not in extras:
+            raise ValueError(f"imitate dataset {cfg.imitate} holds no ref_tours to imitate (routing-gym solve --save "
+                             f"writes them)")
+        if self.problem.size_of(instances) != cfg.num_nodes:
+            raise ValueError(f"imitate dataset {cfg.imitate} has instances of size {self.problem.size_of(instances)}, "
+                             f"the run trains size {cfg.num_nodes}")
+        actions = torch.as_tensor(extras["ref_tours"], dtype=torch.int64, device=self.device)
+        chunk = 4096
+        for start in range(0, actions.shape[0], chunk):
+            rows = slice(start, start + chunk)
+            try:
+                teacher_forcing_nll(None, cfg.problem, select_rows(instances, rows), actions[rows])
+            except ValueError as e:  # "label of instance i ...": i within the chunk
+                raise ValueError(f"imitate dataset {cfg.imitate}, instances {start}..: {e}") from None
+        return instances, actions
+
+    @property
+    def imitating(self) -> bool:
+        """Is the current epoch a supervised one (``cfg.imitate``, within ``cfg.imitation_epochs``)?"""
+        return self.labels is not None and self.epoch < self.cfg.imitation_epochs
 
     # -- services of the baselines -----------------------------------------------------------------
     def greedy_costs(self, policy, instances, *, sharded: bool = False) -> Tensor:
@@ -166,7 +202,7 @@ class Trainer:
         self.policy.train()
         with self.autocast():
             try:
-                cost, log_likelihood = self.sampler(self.env, rollouts, self.generator, first_actions,
+                cost, log_likelihood = self.training_pass(self.env, rollouts, self.generator, first_actions,
                                                     self.baseline.rollouts_per_instance)
             except RuntimeError as e:  # sampling from non-finite probabilities (overflowing weights)?
                 if isinstance(e, torch.OutOfMemoryError) or self._finite_outputs(rollouts):
@@ -174,17 +210,39 @@ class Trainer:
                 raise TrainingDiverged(f"the policy's probabilities are not finite ({e})") from e
         bl = self.baseline.values(instances, cost.detach())
         loss = ((cost - bl).detach() * log_likelihood).mean()
+        return self._optimise(loss, cost.detach().mean())
+
+    def imitation_batch(self, rows: Tensor) -> tuple[float, float]:
+        """One supervised step on the labelled instances ``rows`` of ``cfg.imitate``: the mean negative
+        log-likelihood of their labels' actions (teacher forcing); returns (that mean, gradient norm).
+
+        Raises:
+            TrainingDiverged: the loss or the gradient is not finite (the weights are left as they were).
+        """
+        instances, actions = self.labels
+        self.policy.train()
+        with self.autocast():
+            nll, _ = self.training_pass(self.label_env, select_rows(instances, rows), labels=actions[rows])
+        return self._optimise(nll.mean(), nll.detach().mean())
+
+    def _optimise(self, loss: Tensor, reported: Tensor) -> tuple[float, float]:
+        """Back-propagate ``loss``, clip the gradient and step Adam; returns (``reported``, a 0-d tensor
+        averaged over every rank's batch, and the gradient norm), read in one host sync.
+
+        Raises:
+            TrainingDiverged: the loss or the gradient is not finite (the weights are left as they were).
+        """
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
-        mean_cost = gather_costs(cost.detach().mean()[None]).mean()  # over every rank's batch
-        grad_norm, loss, mean_cost = torch.stack([grad_norm, loss.detach().float(), mean_cost]).tolist()  # one sync
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.cfg.max_grad_norm)
+        reported = gather_costs(reported[None]).mean()
+        grad_norm, loss, reported = torch.stack([grad_norm, loss.detach().float(), reported]).tolist()  # one sync
         if not (math.isfinite(grad_norm) and math.isfinite(loss)):  # grad_norm is the same on every rank
             raise TrainingDiverged(f"the loss is {loss} and the gradient norm {grad_norm} (learning rate "
                                    f"{self.optimizer.param_groups[0]['lr']:g})")
         self.optimizer.step()
-        self.instances_seen += cfg.batch_size
-        return mean_cost, grad_norm
+        self.instances_seen += self.cfg.batch_size
+        return reported, grad_norm
 
     def set_learning_rate(self, elapsed_s: float) -> float:
         """Set the optimiser's learning rate for the next step from the schedule
@@ -219,12 +277,20 @@ class Trainer:
         cfg = self.cfg
         steps = math.ceil(cfg.epoch_size / cfg.batch_size)
         start = time.perf_counter()
+        imitating = self.imitating
+        if imitating:  # this epoch's labelled instances: passes over the set in fresh random orders
+            size = self.labels[1].shape[0]
+            order = torch.cat([torch.randperm(size, generator=self.generator, device=self.device)
+                               for _ in range(math.ceil(steps * self.local_batch / size))])
         costs = []
         bar = _progress(steps, f"epoch {self.epoch}", progress and self.rank == 0)
         for i in range(steps):
             self.set_learning_rate(self.elapsed_s + time.perf_counter() - start)
             try:
-                cost, _ = self.train_batch()
+                if imitating:
+                    cost, _ = self.imitation_batch(order[i * self.local_batch:(i + 1) * self.local_batch])
+                else:
+                    cost, _ = self.train_batch()
             except TrainingDiverged as e:
                 raise TrainingDiverged(f"training diverged at epoch {self.epoch}, batch {i}: {e}") from None
             costs.append(cost)
@@ -239,7 +305,8 @@ class Trainer:
         train_time = time.perf_counter() - start
         if not self._finite_weights():
             raise TrainingDiverged(f"training diverged at epoch {self.epoch}: the weights are not finite")
-        row = {"epoch": self.epoch, "instances_seen": self.instances_seen, "train_cost": sum(costs) / len(costs),
+        row = {"epoch": self.epoch, "instances_seen": self.instances_seen,
+               "train_nll" if imitating else "train_cost": sum(costs) / len(costs),
                "lr": self.optimizer.param_groups[0]["lr"], "batch_size": cfg.batch_size, "train_time_s": train_time,
                "instances_per_s": len(costs) * cfg.batch_size / train_time}
         row.update(self.baseline.epoch_end())

@@ -48,7 +48,8 @@ def teacher_forcing_nll(policy, problem: str, instances, actions: Tensor, env=No
     """Negative log-likelihood (B,) of the labelled ``actions`` under ``policy``, with teacher forcing.
 
     Args:
-        policy: a policy of the protocol (gradients flow through ``log_probs``).
+        policy: a policy of the protocol (gradients flow through ``log_probs``), or None to check the
+            labels only (the result is then zeros).
         problem: ``tsp``, ``cvrp``, ``op`` or ``pctsp``.
         instances: the problem's ``Instance`` of B instances.
         actions: (B, S) int64 feasible actions in order (finished episodes padded with their no-op node,
@@ -65,7 +66,7 @@ def teacher_forcing_nll(policy, problem: str, instances, actions: Tensor, env=No
         env = make_env(problem, get_problem(problem).size_of(instances), b, instances.locs.device)
     env = env.unwrapped if hasattr(env, "unwrapped") else env
     obs, _ = env.reset(options={"instances": instances})
-    cache = policy.precompute(obs)
+    cache = None if policy is None else policy.precompute(obs)
     nll = torch.zeros(b, device=instances.locs.device)
     for t in range(actions.shape[1]):
         a = actions[:, t]
@@ -74,8 +75,9 @@ def teacher_forcing_nll(policy, problem: str, instances, actions: Tensor, env=No
         if not bool((allowed | ~counted).all()):
             row = int((~allowed & counted).nonzero()[0])
             raise ValueError(f"label of instance {row} takes masked action {int(a[row])} at step {t}")
-        logp, cache = policy.log_probs(cache, obs)
-        nll = nll - torch.where(counted, logp.gather(1, a[:, None]).squeeze(1), 0.0)
+        if policy is not None:
+            logp, cache = policy.log_probs(cache, obs)
+            nll = nll - torch.where(counted, logp.gather(1, a[:, None]).squeeze(1), 0.0)
         obs, *_ = env.step(a)
     if not bool(env.state.done.all()):
         row = int((~env.state.done).nonzero()[0])
