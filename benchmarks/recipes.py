@@ -37,9 +37,11 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 RECIPES = {
@@ -55,12 +57,22 @@ RECIPES = {
     # reached after a linear warm-up over 2 % of the budget, then a half cosine down to 0 at the budget's end
     "small-b128-cos3e-4": ["--baseline", "rollout", "--batch-size", "128", "--lr", "3e-4", "--lr-schedule", "cosine",
                            "--lr-warmup", "0.02", "--embed-dim", "64", "--n-layers", "2", "--ff-hidden", "256"],
+    # a supervised warm start (Vinyals et al. 2015's teacher forcing) on LKH-3 tours of LABELS[recipe] seeded
+    # instances, 16 epochs (each label used 4 times), then REINFORCE as small-b128-cos3e-4, one schedule over both
+    "sl-small-b128-cos3e-4": ["--imitation-epochs", "16", "--baseline", "rollout", "--batch-size", "128", "--lr", "3e-4",
+                              "--lr-schedule", "cosine", "--lr-warmup", "0.02", "--embed-dim", "64", "--n-layers", "2",
+                              "--ff-hidden", "256"],
     # POMO (Kwon et al. 2020): every start node sampled, their mean the shared baseline; 64 instances
     # x n starts per step, Adam 1e-4 as in the POMO paper
     "pomo": ["--baseline", "pomo", "--batch-size", "64", "--lr", "1e-4"],
     # POMO with a higher learning rate
     "pomo-lr3e-4": ["--baseline", "pomo", "--batch-size", "64", "--lr", "3e-4"],
 }
+# recipes that imitate solver labels first: how many labelled instances they draw (seed LABEL_SEED, apart from
+# every other stream) and which solver labels each problem; the labelling's wall clock counts in the row's minutes
+LABELS = {"sl-small-b128-cos3e-4": 128_000}
+LABEL_SEED = 11
+LABEL_SOLVER = {"tsp": ["--method", "lkh", "--time-limit", "0.1"]}
 HELD_OUT = "runs/heldout/{problem}{n}_s5678.npz"
 ROOT = Path("runs/recipes")
 
@@ -70,15 +82,44 @@ def run(problem: str, n: int, recipe: str, minutes: float, threads: int, epoch_s
     if not Path(held_out).is_file():
         raise SystemExit(f"{held_out} is missing: make it with routing-gym solve (see this script's docstring)")
     out = ROOT / f"{problem}{n}-{recipe}"
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     resume = out / "last.pt"
     if resume.is_file():  # a killed row continues; a finished one says its budget is spent
         cmd = ["--resume", str(resume)]
     else:
         cmd = ["--problem", problem, "--num-nodes", str(n), "--epoch-size", str(epoch_size), "--epochs", "100000",
                "--val-dataset", held_out, "--out-dir", str(out), *RECIPES[recipe]]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+        if recipe in LABELS:
+            cmd += ["--imitate", str(make_labels(out, problem, n, LABELS[recipe], env))]
+    minutes -= labelling_seconds(out) / 60  # the labels were made within the row's budget
     return subprocess.call([sys.executable, "-m", "agents.apps.cli", "train", *cmd, "--max-minutes", str(minutes),
                             "--no-progress"], env=env)
+
+
+def make_labels(out: Path, problem: str, n: int, count: int, env: dict) -> Path:
+    """The row's labelled instances (``out/labels.npz``), solved now unless a killed row left them; the
+    seconds it took go to ``out/labels.json``."""
+    path = out / "labels.npz"
+    if path.is_file() and (out / "labels.json").is_file():
+        return path
+    if problem not in LABEL_SOLVER:
+        raise SystemExit(f"no fast solver labels {problem} here (labels for: {', '.join(LABEL_SOLVER)})")
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    code = subprocess.call([sys.executable, "-m", "agents.apps.cli", "solve", "--problem", problem, "--num-nodes", str(n),
+                            *LABEL_SOLVER[problem], "--num-instances", str(count), "--seed", str(LABEL_SEED),
+                            "--save", str(path), "--no-progress"], env=env)
+    if code:
+        raise SystemExit(f"labelling failed (exit {code})")
+    (out / "labels.json").write_text(json.dumps({"instances": count, "seed": LABEL_SEED,
+                                                 "seconds": time.perf_counter() - start}))
+    return path
+
+
+def labelling_seconds(folder: Path) -> float:
+    """The wall clock spent on a row's labels (0 for a row without them)."""
+    record = folder / "labels.json"
+    return json.loads(record.read_text())["seconds"] if record.is_file() else 0.0
 
 
 def rows() -> list[dict]:
@@ -92,7 +133,9 @@ def rows() -> list[dict]:
         if not epochs:
             continue
         name, recipe = folder.name.split("-", 1)
-        curve = [(float(r["elapsed_s"]) / 60, 100 * float(r["val_gap"]), int(r["instances_seen"])) for r in epochs]
+        offset = labelling_seconds(folder)
+        curve = [((offset + float(r["elapsed_s"])) / 60, 100 * float(r["val_gap"]), int(r["instances_seen"]))
+                 for r in epochs]
         table.append({"run": name, "recipe": recipe, "curve": curve})
     return table
 
