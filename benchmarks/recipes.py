@@ -27,11 +27,18 @@ references come from ``routing-gym solve ... --num-instances 10000 --seed 1234 -
 runs/heldout/{problem}{n}_val1234.npz`` (a set drawn from one seed starts with the smaller sets drawn from it).
 Gaps here are ratios of mean costs (the history holds mean costs only).
 
+A recipe in ``LABELS`` first solves its labelled instances (LKH-3 for TSP, seed 11) into the row's folder
+(``labels.npz``, and ``labels.json`` with the seconds it took), then trains with ``--imitate``; the labelling
+counts in the row's budget, and its curve starts at the labelling's end.
+
 ``--projection`` fits that paper-recipe history (gap against instances seen, a power law over the
 second half of the run: the straight part of the log-log curve) and prints how many more instances,
 and hours at the run's own throughput, the gap targets would take. The reference mean is the
 validation set's (``runs/heldout/{problem}{n}_val1234.npz``) where it exists, else the test set's
-(``runs/test/{problem}{n}.npz``, another sample of the same distribution; an estimate).
+(``runs/test/{problem}{n}.npz``, another sample of the same distribution; an estimate). ``--run FOLDER``
+projects another run instead (a recipe row, whose ``val_gap`` needs no reference set)::
+
+    python benchmarks/recipes.py --problem tsp --projection 2 1 --run runs/recipes/tsp20-small-b128
 """
 from __future__ import annotations
 
@@ -196,16 +203,27 @@ def history_val_size(problem: str, n: int) -> int:
 
 
 def paper_history(problem: str, n: int, ref: float):
-    """The paper-recipe run's epochs (``training/{problem}{n}-rollout/metrics.csv``), their instances seen
-    and gaps against the reference mean ``ref``, and the power-law fit ``log gap = intercept + slope log
-    instances`` over the second half (the straight part of the log-log curve): ``(rows, seen, gaps, slope,
-    intercept)``."""
+    """The paper-recipe run's history (``training/{problem}{n}-rollout``) against the reference mean ``ref``:
+    :func:`run_history`."""
+    return run_history(Path(f"training/{problem}{n}-rollout"), ref)
+
+
+def run_history(folder: Path, ref: float | None = None):
+    """A run's validated epochs (``folder/metrics.csv``), their instances seen and gaps (its ``val_gap``
+    where it validated on a labelled set, else its mean cost against the reference mean ``ref``), and the
+    power-law fit ``log gap = intercept + slope log instances`` over the second half (the straight part of
+    the log-log curve): ``(rows, seen, gaps, slope, intercept)``."""
     import numpy as np
 
-    with Path(f"training/{problem}{n}-rollout/metrics.csv").open() as f:
+    with (folder / "metrics.csv").open() as f:
         rows = [r for r in csv.DictReader(f) if r.get("val_cost")]
     seen = np.array([int(r["instances_seen"]) for r in rows], float)
-    gaps = np.array([float(r["val_cost"]) / ref - 1 for r in rows])
+    if all(r.get("val_gap") for r in rows):
+        gaps = np.array([float(r["val_gap"]) for r in rows])
+    elif ref is None:
+        raise SystemExit(f"{folder} has no val_gap column: give a reference set (see the docstring)")
+    else:
+        gaps = np.array([float(r["val_cost"]) / ref - 1 for r in rows])
     half = len(rows) // 2
     slope, intercept = np.polyfit(np.log(seen[half:]), np.log(gaps[half:]), 1)
     return rows, seen, gaps, slope, intercept
@@ -256,29 +274,37 @@ def moonshot(problem: str, n: int, paper_minutes: float = 180.0) -> None:
               f"{int(end['instances_seen']):,} instances: cost {cost:.4f}, gap {100 * (cost / ref - 1):.2f} %")
 
 
-def projection(problem: str, n: int, targets: list[float]) -> None:
+def projection(problem: str, n: int, targets: list[float], run: str | None = None) -> None:
     import numpy as np
 
     from routing_gym.data import load_dataset
 
-    for path in (Path(f"runs/heldout/{problem}{n}_val1234.npz"), Path(f"runs/test/{problem}{n}.npz")):
-        if path.is_file():
-            break
-    else:
-        raise SystemExit(f"no reference set for {problem}{n}: make one with routing-gym solve (see the docstring)")
-    refs = load_dataset(path, problem)[1]["ref_cost"]
-    ref = float(np.mean(refs[:history_val_size(problem, n)] if "val1234" in path.name else refs))
-    history, seen, gap, slope, intercept = paper_history(problem, n, ref)
-    rate = seen[-1] / sum(float(r["train_time_s"]) for r in history)  # instances per second of training
+    folder = Path(run or f"training/{problem}{n}-rollout")
+    ref, source = None, "its own val_gap"
+    if run is None:  # the paper-recipe history validated on generated instances: a reference mean from a solver
+        for path in (Path(f"runs/heldout/{problem}{n}_val1234.npz"), Path(f"runs/test/{problem}{n}.npz")):
+            if path.is_file():
+                break
+        else:
+            raise SystemExit(f"no reference set for {problem}{n}: make one with routing-gym solve (see the docstring)")
+        refs = load_dataset(path, problem)[1]["ref_cost"]
+        ref = float(np.mean(refs[:history_val_size(problem, n)] if "val1234" in path.name else refs))
+        source = f"reference mean {ref:.4f} from {path}"
+    history, seen, gap, slope, intercept = run_history(folder, ref)
+    last = history[-1]
+    if history[0].get("elapsed_s"):  # wall clock, validation included, recorded from the start
+        seconds, clock = float(last["elapsed_s"]), "wall clock"
+    else:  # older runs recorded the training time of each epoch only
+        seconds, clock = sum(float(r["train_time_s"]) for r in history), "training time"
+    rate = seen[-1] / seconds
     half = len(history) // 2
-    print(f"{problem.upper()}-{n}: {len(history)} epochs, {seen[-1]:,.0f} instances, gap now {100 * gap[-1]:.2f} % "
-          f"(reference mean {ref:.4f} from {path}); fit over the last {len(history) - half} epochs: "
-          f"gap ~ instances^{slope:.3f}")
+    print(f"{folder}: {len(history)} epochs, {seen[-1]:,.0f} instances, gap now {100 * gap[-1]:.2f} % ({source}); "
+          f"fit over the last {len(history) - half} epochs: gap ~ instances^{slope:.3f}")
     for target in targets:
         need = float(np.exp((np.log(target / 100) - intercept) / slope)) if slope < 0 else float("inf")
         more = max(need - seen[-1], 0.0)
-        print(f"  {target:g} %: {need:,.0f} instances in all, {more:,.0f} more, about {more / rate / 3600:,.0f} hours "
-              f"of one thread at {rate:.0f} instances/s")
+        print(f"  {target:g} %: {need:,.0f} instances in all, {more:,.0f} more, about {more / rate / 3600:,.1f} hours "
+              f"of one thread at its {rate:.0f} instances/s of {clock}")
 
 
 def main() -> None:
@@ -294,11 +320,13 @@ def main() -> None:
     parser.add_argument("--out", help="with --report: save the curves as this PNG")
     parser.add_argument("--projection", type=float, nargs="*", metavar="GAP",
                         help="project the paper-recipe run's history to these gaps in %% (see the docstring)")
+    parser.add_argument("--run", help="with --projection: the run folder to project (a recipe row, or a training/ "
+                        "run; default: the paper-recipe run training/PROBLEMN-rollout)")
     parser.add_argument("--moonshot", action="store_true", help="the paper recipe's 180-minute gap against each "
                         "recipe's model (see the docstring)")
     args = parser.parse_args()
     if args.projection is not None:
-        projection(args.problem, args.num_nodes, args.projection or [1.0])
+        projection(args.problem, args.num_nodes, args.projection or [1.0], args.run)
     elif args.moonshot:
         moonshot(args.problem, args.num_nodes)
     elif args.report:
