@@ -199,7 +199,9 @@ def test_config__nonsense_settings_are_refused_by_name(field, value, tmp_path):
 
 
 @pytest.mark.parametrize("flag, value", [("--lr-decay", "-1"), ("--epochs", "-1"), ("--epoch-size", "0"),
-                                         ("--eval-size", "0"), ("--val-size", "0"), ("--lr", "inf")])
+                                         ("--eval-size", "0"), ("--val-size", "0"), ("--lr", "inf"),
+                                         ("--warmup-epochs", "-1"),
+                                         ("--imitation-epochs", "-2"), ("--lr-warmup", "2")])
 def test_cli__nonsense_settings_end_in_one_line(flag, value, tmp_path, capsys):
     assert cli(["train", flag, value, "--out-dir", str(tmp_path / "r"), "--no-progress"]) == 2
     err = capsys.readouterr().err

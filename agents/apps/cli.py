@@ -628,6 +628,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--baseline", choices=tuple(BASELINES),
                    help="rollout (Kool et al.), exponential, pomo (Kwon et al.) or critic (Bello et al.) "
                    + trained("baseline"))
+    t.add_argument("--warmup-epochs", type=int, help="epochs during which an exponential moving average stands in "
+                   "for the rollout baseline (0 when fine-tuning a trained policy) " + trained("warmup_epochs"))
     t.add_argument("--critic-lr", type=float, help="Adam learning rate of the critic (--baseline critic) "
                    + trained("critic_lr"))
     t.add_argument("--policy", choices=("attention", "pointer"), help="network to train " + trained("policy"))
