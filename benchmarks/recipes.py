@@ -69,6 +69,10 @@ RECIPES = {
     "sl-small-b128-cos3e-4": ["--imitation-epochs", "16", "--baseline", "rollout", "--batch-size", "128", "--lr", "3e-4",
                               "--lr-schedule", "cosine", "--lr-warmup", "0.02", "--embed-dim", "64", "--n-layers", "2",
                               "--ff-hidden", "256"],
+    # fine-tuning the committed paper-recipe run (training/{problem}{n}-rollout, its last epoch) with batches of 128
+    # and a cosine decay of Adam's 1e-4 to 0 over the budget; the rollout baseline starts as that model (no warm-up)
+    "finetune-b128-cos": ["--init-from", "training/{problem}{n}-rollout/last.pt", "--warmup-epochs", "0", "--baseline",
+                          "rollout", "--batch-size", "128", "--lr", "1e-4", "--lr-schedule", "cosine"],
     # POMO (Kwon et al. 2020): every start node sampled, their mean the shared baseline; 64 instances
     # x n starts per step, Adam 1e-4 as in the POMO paper
     "pomo": ["--baseline", "pomo", "--batch-size", "64", "--lr", "1e-4"],
@@ -95,7 +99,8 @@ def run(problem: str, n: int, recipe: str, minutes: float, threads: int, epoch_s
         cmd = ["--resume", str(resume)]
     else:
         cmd = ["--problem", problem, "--num-nodes", str(n), "--epoch-size", str(epoch_size), "--epochs", "100000",
-               "--val-dataset", held_out, "--out-dir", str(out), *RECIPES[recipe]]
+               "--val-dataset", held_out, "--out-dir", str(out),
+               *(arg.format(problem=problem, n=n) for arg in RECIPES[recipe])]
         if recipe in LABELS:
             cmd += ["--imitate", str(make_labels(out, problem, n, LABELS[recipe], env))]
     minutes -= labelling_seconds(out) / 60  # the labels were made within the row's budget
