@@ -181,16 +181,19 @@ def report(out: str | None, marks: list[float]) -> None:
         import matplotlib.ticker
 
         runs = sorted({r["run"] for r in table})
-        fig, axes = plt.subplots(1, len(runs), figsize=(5.5 * len(runs), 4), squeeze=False)
-        for ax, name in zip(axes[0], runs):
-            for r in (r for r in table if r["run"] == name):
-                ax.plot([t for t, _, _ in r["curve"]], [g for _, g, _ in r["curve"]], marker=".", label=r["recipe"])
-            ax.set(title=f"{name.upper()}: greedy gap on 1,000 held-out instances", xlabel="wall-clock minutes "
-                   "(1 torch thread)", ylabel="gap to the solver reference (%)", yscale="log")
-            ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
-            ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
-            ax.grid(alpha=0.3, which="both")
-            ax.legend()
+        fig, axes = plt.subplots(2, len(runs), figsize=(5.5 * len(runs), 8), squeeze=False)
+        for column, name in enumerate(runs):
+            for row, (x, label) in enumerate(((0, "wall-clock minutes (1 torch thread)"),
+                                              (2, "training instances (labelled ones included)"))):
+                ax = axes[row][column]
+                for r in (r for r in table if r["run"] == name):
+                    ax.plot([p[x] for p in r["curve"]], [p[1] for p in r["curve"]], marker=".", label=r["recipe"])
+                ax.set(title=f"{name.upper()}: greedy gap on 1,000 held-out instances", xlabel=label,
+                       ylabel="gap to the solver reference (%)", yscale="log", xscale="linear" if x == 0 else "log")
+                ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+                ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+                ax.grid(alpha=0.3, which="both")
+                ax.legend()
         fig.tight_layout()
         fig.savefig(out, dpi=110)
         print(f"saved {out}")
