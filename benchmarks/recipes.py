@@ -231,7 +231,7 @@ def run_history(folder: Path, ref: float | None = None):
     elif ref is None:
         raise SystemExit(f"{folder} has no val_gap column: give a reference set (see the docstring)")
     else:
-        gaps = np.array([float(r["val_cost"]) / ref - 1 for r in rows])
+        gaps = np.array([(float(r["val_cost"]) - ref) / abs(ref) for r in rows])
     half = len(rows) // 2
     slope, intercept = np.polyfit(np.log(seen[half:]), np.log(gaps[half:]), 1)
     return rows, seen, gaps, slope, intercept
