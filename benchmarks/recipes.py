@@ -70,12 +70,16 @@ RECIPES = {
                               "--lr-schedule", "cosine", "--lr-warmup", "0.02", "--embed-dim", "64", "--n-layers", "2",
                               "--ff-hidden", "256"],
     # fine-tuning the committed paper-recipe run (training/{problem}{n}-rollout, its last epoch) with batches of 128
-    # and Adam's rate warmed up over 5 % of the budget (a fresh Adam's first steps are full-sized: without the
-    # warm-up the first epoch made the model worse), then a cosine decay to 0; the rollout baseline starts as that
-    # model (no exponential warm-up)
+    # and Adam's rate warmed up over 5 % of the budget (a fresh Adam's first steps are full-sized), then a cosine
+    # decay to 0; the rollout baseline starts as that model (no exponential warm-up)
     "finetune-b128-cos": ["--init-from", "training/{problem}{n}-rollout/last.pt", "--warmup-epochs", "0", "--baseline",
                           "rollout", "--batch-size", "128", "--lr", "1e-4", "--lr-schedule", "cosine",
                           "--lr-warmup", "0.05"],
+    # the same with a peak rate of 3e-5: finetune-b128-cos improved the model while its rate was below about 4e-5
+    # (its warm-up) and made it worse at 1e-4
+    "finetune-b128-cos3e-5": ["--init-from", "training/{problem}{n}-rollout/last.pt", "--warmup-epochs", "0",
+                              "--baseline", "rollout", "--batch-size", "128", "--lr", "3e-5", "--lr-schedule", "cosine",
+                              "--lr-warmup", "0.05"],
     # POMO (Kwon et al. 2020): every start node sampled, their mean the shared baseline; 64 instances
     # x n starts per step, Adam 1e-4 as in the POMO paper
     "pomo": ["--baseline", "pomo", "--batch-size", "64", "--lr", "1e-4"],
