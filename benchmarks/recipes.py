@@ -95,11 +95,11 @@ HELD_OUT = "runs/heldout/{problem}{n}_s5678.npz"
 ROOT = Path("runs/recipes")
 
 
-def run(problem: str, n: int, recipe: str, minutes: float, threads: int, epoch_size: int) -> int:
+def run(problem: str, n: int, recipe: str, minutes: float, threads: int, epoch_size: int, tag: str | None = None) -> int:
     held_out = HELD_OUT.format(problem=problem, n=n)
     if not Path(held_out).is_file():
         raise SystemExit(f"{held_out} is missing: make it with routing-gym solve (see this script's docstring)")
-    out = ROOT / f"{problem}{n}-{recipe}"
+    out = ROOT / f"{problem}{n}-{recipe}{f'-{tag}' if tag else ''}"
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     resume = out / "last.pt"
     if resume.is_file():  # a killed row continues; a finished one says its budget is spent
@@ -329,6 +329,7 @@ def main() -> None:
     parser.add_argument("--recipe", choices=tuple(RECIPES))
     parser.add_argument("--minutes", type=float, default=20.0, help="wall-clock budget of the run")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--tag", help="a second row of the same recipe (another budget): runs/recipes/PROBLEMN-RECIPE-TAG")
     parser.add_argument("--epoch-size", type=int, default=32_000, help="instances between validations")
     parser.add_argument("--report", action="store_true", help="print the table of the finished runs")
     parser.add_argument("--marks", type=float, nargs="+", default=[5, 10, 20], help="table columns (minutes)")
@@ -349,7 +350,7 @@ def main() -> None:
     elif args.recipe is None:
         parser.error("give --recipe (or --report)")
     else:
-        sys.exit(run(args.problem, args.num_nodes, args.recipe, args.minutes, args.threads, args.epoch_size))
+        sys.exit(run(args.problem, args.num_nodes, args.recipe, args.minutes, args.threads, args.epoch_size, args.tag))
 
 
 if __name__ == "__main__":
