@@ -1,7 +1,9 @@
 """Training curves: greedy validation cost against training instances seen, one panel per problem and size.
 
 Reads the ``metrics.csv`` that ``routing-gym train`` writes after every epoch, and the run's settings from
-its ``last.pt`` (problem, size, baseline, policy), and draws every run given on the panel of its problem,
+its ``last.pt`` (problem, size, baseline, policy; or ``run.json``, the checkpoint's ``config`` and ``prior``,
+beside a finished run committed without its checkpoint; a run that started from other weights is drawn
+from their instances and time on), and draws every run given on the panel of its problem,
 with the paper's final greedy cost (Kool et al. 2019, Table 1, after 100 epochs of 1.28 M instances) as a
 dashed line::
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 from pathlib import Path
 
 import matplotlib
@@ -32,20 +35,36 @@ def read_run(folder: Path) -> dict:
         raise SystemExit(f"{folder}: no metrics.csv (not a training run's folder)")
     with metrics.open() as f:
         table = list(csv.DictReader(f))
-    rows = [(int(r["instances_seen"]), float(r["val_cost"])) for r in table]
-    seconds, elapsed = 0.0, []
+    if (folder / "last.pt").is_file():
+        ckpt = load_checkpoint(folder / "last.pt", kind="trainer")
+    elif (folder / "run.json").is_file():  # a finished run committed without its resume checkpoint
+        ckpt = json.loads((folder / "run.json").read_text())
+    else:
+        ckpt = {}
+    config, prior = ckpt.get("config", {}), ckpt.get("prior", {})
+    start = int(prior.get("instances_seen", 0))  # a run that continued other weights: their training first
+    rows = [(start + int(r["instances_seen"]), float(r["val_cost"])) for r in table]
+    seconds, elapsed = float(prior.get("elapsed_s", 0.0)) if start else 0.0, []
     for r in table:  # training time only (validation and baseline tests excluded)
         seconds += float(r["train_time_s"])
         elapsed.append(seconds)
-    config = load_checkpoint(folder / "last.pt", kind="trainer")["config"] if (folder / "last.pt").is_file() else {}
     problem, n = config.get("problem"), config.get("num_nodes")
     if problem is None:  # fall back on the folder's name, e.g. cvrp20-rollout
         name = folder.name.split("-")[0]
         problem, n = name.rstrip("0123456789"), int(name[len(name.rstrip("0123456789")):] or 0)
     label = f"{config.get('policy', 'attention')}, {config.get('baseline', '?')} baseline"
-    if config.get("model", {}).get("distance_bias"):
+    model = config.get("model", {})
+    if model.get("distance_bias"):
         label += ", distance bias"
+    if {"embed_dim", "n_layers", "ff_hidden"} & set(model):
+        label += f", {model.get('embed_dim', 128)}/{model.get('n_layers', 3)}/{model.get('ff_hidden', 512)} network"
     label += ", batch " + _batch_history(table, config.get("batch_size"))
+    if config.get("imitate"):
+        label += f", {config.get('imitation_epochs')} epochs imitating solver tours first"
+    if config.get("lr_schedule", "constant") != "constant":
+        label += f", {config['lr_schedule']} from {config.get('lr', '?'):g}"
+    if start:
+        label += f", from {Path(config.get('init_from') or '?').parent.name or 'other weights'}"
     return {"folder": folder, "problem": problem, "n": n, "label": label, "rows": rows, "seconds": elapsed}
 
 
