@@ -103,3 +103,56 @@ def test_ddp__two_gloo_ranks_stay_identical_and_match_one_process(tmp_path):
     resumed = [torch.load(tmp_path / f"rank{r}-resumed.pt", weights_only=True) for r in range(WORLD)]
     assert all(r["epoch"] == 2 and r["identical"] == [True, True] for r in resumed)
     assert not torch.equal(resumed[0]["params"], results[0]["params"])
+
+
+def imitation_worker(rank, init_file, out_dir, labels):
+    """Two ranks imitating labels (then REINFORCE) under a minutes budget, whose rate and deadline rank 0
+    decides for both: after every step of either kind all ranks must hold the same parameters, and both
+    stop at the same step (a rank that went on alone would wait for the other forever)."""
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD)
+    try:
+        cfg = TrainConfig(problem="tsp", num_nodes=6, epochs=10_000, epoch_size=64, batch_size=32, eval_size=32,
+                          val_size=32, lr=1e-3, model=MODEL, seed=5, out_dir=str(out_dir), imitate=labels,
+                          imitation_epochs=1, lr_schedule="cosine", max_minutes=0.1)  # the clock ends the run
+        trainer = Trainer(cfg)
+        identical = []
+
+        def checked(step):
+            def run(*args):
+                result = step(*args)
+                mine = flat_params(trainer)
+                parts = [torch.empty_like(mine) for _ in range(WORLD)]
+                dist.all_gather(parts, mine)
+                identical.append(all(torch.equal(parts[0], p) for p in parts[1:]))
+                return result
+            return run
+
+        trainer.train_batch = checked(trainer.train_batch)
+        trainer.imitation_batch = checked(trainer.imitation_batch)
+        rows = trainer.fit(progress=False, log=False)
+        torch.save({"identical": identical, "nll": "train_nll" in rows[0], "cost": "train_cost" in rows[1],
+                    "epochs": len(rows)},
+                   os.path.join(out_dir, f"imitation-rank{rank}.pt"))
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
+def test_ddp__imitation_and_a_clock_driven_schedule_keep_the_ranks_identical(tmp_path):
+    from agents.references.exact import held_karp
+    from routing_gym.data import save_dataset
+    from routing_gym.problems import get_problem
+
+    instances = get_problem("tsp").generate(64, 6, generator=torch.Generator().manual_seed(1))
+    cost, tours = held_karp(instances.locs)
+    save_dataset(tmp_path / "labels.npz", instances, ref_cost=cost.numpy(), ref_tours=tours.numpy())
+    mp.spawn(imitation_worker, args=(str(tmp_path / "init"), str(tmp_path), str(tmp_path / "labels.npz")),
+             nprocs=WORLD, join=True)
+    epochs = []
+    for r in range(WORLD):
+        result = torch.load(tmp_path / f"imitation-rank{r}.pt", weights_only=True)
+        assert len(result["identical"]) > 4 and all(result["identical"]) and result["nll"] and result["cost"]
+        epochs.append(result["epochs"])
+    assert epochs[0] == epochs[1]

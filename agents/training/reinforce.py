@@ -244,18 +244,26 @@ class Trainer:
         self.instances_seen += self.cfg.batch_size
         return reported, grad_norm
 
-    def set_learning_rate(self, elapsed_s: float) -> float:
-        """Set the optimiser's learning rate for the next step from the schedule
-        (:func:`~agents.training.config.learning_rate`), ``elapsed_s`` seconds into the run's budget."""
+    def plan_step(self, elapsed_s: float, past_deadline: bool = False) -> bool:
+        """Before a step, ``elapsed_s`` seconds into the run's budget: set the optimiser's learning rate
+        from the schedule (:func:`~agents.training.config.learning_rate`) and say whether the budget's
+        deadline has passed (the step is then not taken). Under ``torch.distributed`` with a minutes budget
+        the ranks' clocks differ a little, so every rank takes rank 0's rate and decision."""
         cfg = self.cfg
         lr = learning_rate(cfg, self.epoch, budget_progress(cfg, self.instances_seen, elapsed_s))
-        if self.world_size > 1 and cfg.max_minutes is not None and (cfg.lr_schedule != "constant" or cfg.lr_warmup):
-            lr_t = torch.tensor([lr], dtype=torch.float64, device=self.device)  # the ranks' clocks differ a little:
-            dist.broadcast(lr_t, 0)                                               # every rank steps with rank 0's rate
-            lr = float(lr_t)
+        lr, past_deadline = self._rank0([lr, float(past_deadline)])
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        return lr
+        return bool(past_deadline)
+
+    def _rank0(self, values: list[float]) -> list[float]:
+        """``values`` as rank 0 has them, on every rank (one broadcast; only under torch.distributed with
+        a minutes budget, the one thing that makes ranks' decisions differ)."""
+        if self.world_size == 1 or self.cfg.max_minutes is None:
+            return values
+        plan = torch.tensor(values, dtype=torch.float64, device=self.device)
+        dist.broadcast(plan, 0)
+        return plan.tolist()
 
     @torch.no_grad()
     def _finite_outputs(self, instances) -> bool:
@@ -285,7 +293,9 @@ class Trainer:
         costs = []
         bar = _progress(steps, f"epoch {self.epoch}", progress and self.rank == 0)
         for i in range(steps):
-            self.set_learning_rate(self.elapsed_s + time.perf_counter() - start)
+            now = time.perf_counter()
+            if self.plan_step(self.elapsed_s + now - start, past_deadline=i > 0 and now >= deadline):
+                break
             try:
                 if imitating:
                     cost, _ = self.imitation_batch(order[i * self.local_batch:(i + 1) * self.local_batch])
@@ -298,8 +308,6 @@ class Trainer:
                 rate = (i + 1) * cfg.batch_size / (time.perf_counter() - start)
                 bar.set_postfix(cost=f"{cost:.4f}", inst_s=f"{rate:.0f}")
                 bar.update()
-            if time.perf_counter() >= deadline:
-                break
         if bar is not None:
             bar.close()
         train_time = time.perf_counter() - start
@@ -348,7 +356,7 @@ class Trainer:
                   f"{f' x {self.world_size} ranks' if self.world_size > 1 else ''} from epoch {self.epoch}, "
                   f"writing to {out}/ (last.pt, best.pt, metrics.csv)")
         deadline = time.perf_counter() + budget
-        while self.epoch < cfg.epochs and time.perf_counter() < deadline:
+        while self.epoch < cfg.epochs and not self._rank0([float(time.perf_counter() >= deadline)])[0]:
             try:
                 row = self.train_epoch(progress=progress, deadline=deadline)
             except TrainingDiverged as e:
