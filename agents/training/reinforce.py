@@ -69,7 +69,8 @@ class TrainingPass(nn.Module):
     def forward(self, env, instances, generator: torch.Generator | None = None, first_actions: Tensor | None = None,
                 repeats: int = 1, labels: Tensor | None = None):
         if labels is not None:
-            return teacher_forcing_nll(self.policy, self.problem, instances, labels, env=env), None
+            # the trainer checked its labels when it loaded them: no host read per step here
+            return teacher_forcing_nll(self.policy, self.problem, instances, labels, env=env, check=False), None
         out = rollout(self.policy, env, instances, strategy="sample", generator=generator, first_actions=first_actions,
                       repeats=repeats)
         return out.cost, out.log_likelihood
