@@ -80,11 +80,25 @@ RECIPES = {
     "finetune-b128-cos3e-5": ["--init-from", "training/{problem}{n}-rollout/last.pt", "--warmup-epochs", "0",
                               "--baseline", "rollout", "--batch-size", "128", "--lr", "3e-5", "--lr-schedule", "cosine",
                               "--lr-warmup", "0.05"],
+    # another cosine from 3e-5 over the shipped model (agents/weights/{problem}{n}.pt): what a further budget of
+    # finetune-b128-cos3e-5 buys a model that has had one
+    "continue-b128-cos3e-5": ["--init-from", "agents/weights/{problem}{n}.pt", "--warmup-epochs", "0",
+                              "--baseline", "rollout", "--batch-size", "128", "--lr", "3e-5", "--lr-schedule", "cosine",
+                              "--lr-warmup", "0.05"],
+    # a larger size by transfer: the shipped n = 20 model (agents/weights/{problem}20.pt, its network's settings)
+    # trained on n-node instances with batches of 128 and a cosine from 1e-4 (the attention model is size-agnostic)
+    "transfer20-b128-cos1e-4": ["--init-from", "agents/weights/{problem}20.pt", "--warmup-epochs", "0",
+                                "--baseline", "rollout", "--batch-size", "128", "--lr", "1e-4", "--lr-schedule",
+                                "cosine", "--lr-warmup", "0.05"],
     # POMO (Kwon et al. 2020): every start node sampled, their mean the shared baseline; 64 instances
     # x n starts per step, Adam 1e-4 as in the POMO paper
     "pomo": ["--baseline", "pomo", "--batch-size", "64", "--lr", "1e-4"],
     # POMO with a higher learning rate
     "pomo-lr3e-4": ["--baseline", "pomo", "--batch-size", "64", "--lr", "3e-4"],
+    # pomo-lr3e-4 with every instance also rolled out on its 8 symmetric copies, one shared baseline over all
+    # 8 x n rollouts (POMO's augmentation in training; Sym-NCO's problem symmetricity, Kim et al. 2022); 8
+    # instances a step, so that a step samples as many tours as pomo-lr3e-4's 64
+    "pomo-aug8-lr3e-4": ["--baseline", "pomo", "--augment", "8", "--batch-size", "8", "--lr", "3e-4"],
 }
 # recipes that imitate solver labels first: how many labelled instances they draw (seed LABEL_SEED, apart from
 # every other stream) and which solver labels each problem; the labelling's wall clock counts in the row's minutes

@@ -7,10 +7,13 @@ import pytest
 import torch
 
 from agents.inference.rollout import rollout
+from agents.inference.search import augment_locs
 from agents.policies.checkpoint import load_checkpoint
+from agents.policies.protocol import select_rows
 from agents.training.baselines import BASELINES, CriticBaseline, ExponentialBaseline, POMOBaseline, RolloutBaseline
 from agents.training.config import TrainConfig
 from agents.training.reinforce import Trainer
+from routing_gym.problems import tour_cost
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL_MODEL = {"embed_dim": 16, "n_heads": 2, "n_layers": 1, "ff_hidden": 32}
@@ -109,6 +112,53 @@ def test_pomo__every_start_node_and_the_per_instance_mean(tmp_path, problem, sta
     for i in range(4):
         mine = out.cost[i * len(starts):(i + 1) * len(starts)]
         assert torch.allclose(values[i * len(starts):(i + 1) * len(starts)], mine.mean().expand(len(starts)))
+
+
+@pytest.mark.parametrize("problem", ["tsp", "cvrp", "op"])
+def test_pomo_augment__every_copy_from_every_start_shares_the_instance_mean(tmp_path, problem):
+    trainer = Trainer(tiny(tmp_path, problem=problem, baseline="pomo", augment=4, batch_size=3))
+    bl, instances = trainer.baseline, draw(trainer, n=3)
+    starts = trainer.problem.start_nodes(trainer.problem.num_nodes_total(6), "cpu").tolist()
+    per = 4 * len(starts)
+    assert bl.rollouts_per_instance == per and bl.equal_rows == len(starts) and trainer.env.num_envs == 3 * per
+    rollouts, first = bl.prepare(instances)
+    assert first.tolist() == starts * 12
+    for i in range(3):  # instance i, copy c, start s at row (i * 4 + c) * S + s: the instance's c-th transform
+        for c in range(4):
+            block = rollouts.locs[(i * 4 + c) * len(starts):(i * 4 + c + 1) * len(starts)]
+            assert torch.equal(block, augment_locs(instances.locs[i:i + 1], torch.tensor([c])).expand_as(block))
+    assert not torch.equal(rollouts.locs[len(starts)], rollouts.locs[0])  # copy 1 is not the instance itself
+    sample = dict(strategy="sample", first_actions=first)
+    out = rollout(trainer.policy, trainer.env, rollouts, generator=torch.Generator().manual_seed(0), **sample,
+                  repeats=bl.equal_rows)
+    alone = rollout(trainer.policy, trainer.env, rollouts, generator=torch.Generator().manual_seed(0), **sample)
+    assert torch.equal(out.actions, alone.actions) and torch.allclose(out.cost, alone.cost)  # one encoding per copy
+    # each tour costs the same on its copy as on the instance: the transforms keep every distance
+    originals = select_rows(instances, torch.arange(3).repeat_interleave(per))
+    assert torch.allclose(out.cost, tour_cost(trainer.problem, originals, out.actions).to(out.cost.dtype), atol=1e-5)
+    values = bl.values(instances, out.cost)
+    for i in range(3):
+        mine = out.cost[i * per:(i + 1) * per]
+        assert torch.allclose(values[i * per:(i + 1) * per], mine.mean().expand(per))
+
+
+def test_pomo_augment__a_training_step_samples_what_an_unshared_rollout_of_its_rows_samples(tmp_path):
+    trainer = Trainer(tiny(tmp_path, baseline="pomo", augment=8, batch_size=4))
+    stream = torch.Generator().set_state(trainer.generator.get_state())
+    instances = trainer.problem.generate(4, 6, generator=stream)
+    rollouts, first = trainer.baseline.prepare(instances)
+    with torch.no_grad():
+        expected = rollout(trainer.policy.train(), trainer.env, rollouts, strategy="sample", generator=stream,
+                           first_actions=first).cost.mean()
+    sampled, _ = trainer.train_batch()  # the same stream: the same instances, copies and samples
+    assert sampled == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_augment__refused_outside_one_to_eight_and_without_pomo(tmp_path):
+    with pytest.raises(ValueError, match="augment must be an integer from 1 to 8"):
+        tiny(tmp_path, baseline="pomo", augment=9)
+    with pytest.raises(ValueError, match="augment=2 needs baseline='pomo'"):
+        tiny(tmp_path, baseline="rollout", augment=2)
 
 
 def test_critic__its_loss_falls_on_a_fixed_batch(tmp_path):

@@ -103,6 +103,16 @@ def test_pomo_baseline__learns_with_shared_multi_start_baseline(tmp_path):
     assert rows[-1]["val_cost"] < before - 0.2, (before, [r["val_cost"] for r in rows])
 
 
+def test_pomo_baseline_with_augmentation__learns_and_records_its_copies(tmp_path):
+    trainer = Trainer(small_config(tmp_path, num_nodes=8, epochs=2, epoch_size=128, batch_size=16, baseline="pomo",
+                                   augment=8))
+    assert trainer.env.num_envs == 16 * 8 * 8  # every node as a start, on each of the 8 copies
+    before = float(trainer.greedy_costs(trainer.policy, trainer.val_set).mean())
+    rows = trainer.fit(progress=False, log=False)
+    assert rows[-1]["val_cost"] < before - 0.2, (before, [r["val_cost"] for r in rows])
+    assert Trainer.resume(tmp_path / "run" / "last.pt").cfg.augment == 8
+
+
 def critic_error(trainer, num=256):
     """Mean absolute error of the critic's predicted cost against the greedy cost of the policy."""
     instances = trainer.problem.generate(num, trainer.cfg.num_nodes, generator=torch.Generator().manual_seed(99))

@@ -630,6 +630,9 @@ def build_parser() -> argparse.ArgumentParser:
                    + trained("baseline"))
     t.add_argument("--warmup-epochs", type=int, help="epochs during which an exponential moving average stands in "
                    "for the rollout baseline (0 when fine-tuning a trained policy) " + trained("warmup_epochs"))
+    t.add_argument("--augment", type=augment_count, help="with --baseline pomo: also roll every instance out on this "
+                   "many of its 8 symmetric copies, all sharing one baseline (POMO's augmentation in training, "
+                   "Sym-NCO's symmetricity) " + trained("augment"))
     t.add_argument("--critic-lr", type=float, help="Adam learning rate of the critic (--baseline critic) "
                    + trained("critic_lr"))
     t.add_argument("--policy", choices=("attention", "pointer"), help="network to train " + trained("policy"))

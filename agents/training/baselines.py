@@ -26,8 +26,9 @@ The interface (:class:`Baseline`), in the order :class:`~agents.training.reinfor
   evaluates it on a fresh evaluation set). A resumed run calls ``load_state_dict`` instead.
 - ``rollouts_per_instance`` and ``prepare(instances) -> (rollouts, first_actions)``: what the policy
   samples for a batch of B instances: ``B * rollouts_per_instance`` instances (the trainer's vector env
-  has that many sub-envs) and their forced first actions, or ``None``. By default the batch as it is;
-  POMO repeats each instance once per start node.
+  has that many sub-envs) and their forced first actions, or ``None``; ``equal_rows``: they come in runs
+  of that many equal instances, which the policy encodes once. By default the batch as it is; POMO
+  repeats each instance (or each of its symmetric copies) once per start node.
 - ``values(instances, cost) -> Tensor``: the baseline of each sampled cost (``cost``'s shape, no
   gradient), for the batch of B ``instances`` that ``prepare`` expanded. A baseline that learns from the
   batch learns here (the moving average takes in the batch's mean before it is used; the critic takes
@@ -53,6 +54,7 @@ from torch import Tensor, nn
 from torch import distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from ..inference.search import augment
 from ..policies.critic import Critic, CriticConfig
 from ..policies.protocol import select_rows
 from .distributed import gather_costs
@@ -81,6 +83,7 @@ class Baseline:
     baseline that changes nothing in the rollouts, tests nothing at an epoch's end and holds no state."""
 
     rollouts_per_instance: int = 1
+    equal_rows: int = 1  # prepare's rows come in runs of this many equal instances (encoded once)
 
     def __init__(self, trainer: "Trainer"):
         self.trainer = trainer
@@ -195,18 +198,22 @@ class RolloutBaseline(Baseline):
 
 class POMOBaseline(Baseline):
     """Kwon et al.'s shared baseline: each instance is sampled once from every start node the problem
-    declares (``problem.start_nodes``), and the mean cost of its rollouts is the baseline of each."""
+    declares (``problem.start_nodes``), on each of its ``cfg.augment`` symmetric copies
+    (:func:`agents.inference.search.augment`), and the mean cost of its rollouts is the baseline of each."""
 
     def __init__(self, trainer: "Trainer"):
         super().__init__(trainer)
         n_total = trainer.problem.num_nodes_total(trainer.cfg.num_nodes)
         self.starts = trainer.problem.start_nodes(n_total, trainer.device)
-        self.rollouts_per_instance = len(self.starts)
+        self.copies = trainer.cfg.augment
+        self.equal_rows = len(self.starts)
+        self.rollouts_per_instance = self.copies * len(self.starts)
 
     def prepare(self, instances) -> tuple[Any, Tensor]:
-        b, k = instances.locs.shape[0], self.rollouts_per_instance
-        repeated = select_rows(instances, torch.arange(b, device=instances.locs.device).repeat_interleave(k))
-        return repeated, self.starts.repeat(b)
+        copies = augment(instances, self.copies) if self.copies > 1 else instances
+        rows = copies.locs.shape[0]
+        repeated = select_rows(copies, torch.arange(rows, device=copies.locs.device).repeat_interleave(self.equal_rows))
+        return repeated, self.starts.repeat(rows)
 
     def values(self, instances, cost: Tensor) -> Tensor:
         k = self.rollouts_per_instance

@@ -51,6 +51,12 @@ class TrainConfig:
     start node, their mean cost the shared baseline; ``batch_size`` then counts instances, each rolled out
     once per start node), or ``critic`` (Bello et al. 2017: :class:`agents.policies.critic.Critic` predicts
     the cost and is fitted to it by mean squared error)."""
+    augment: int = 1
+    """``baseline="pomo"``: each instance is rolled out from every start node on each of its first
+    ``augment`` (1 to 8) symmetric copies (the unit square's flips and the x/y swap, which keep every
+    distance; copy 0 is the instance itself), and all ``augment x starts`` rollouts of an instance share
+    their mean cost as baseline: POMO's instance augmentation (Kwon et al. 2020) used in training, as
+    Sym-NCO's problem-symmetricity loss does (Kim et al. 2022). ``batch_size`` still counts instances."""
     critic_lr: float = 1e-4
     """Adam learning rate of the critic (``baseline="critic"``)."""
     warmup_epochs: int = 1
@@ -117,6 +123,10 @@ class TrainConfig:
             _require(name, getattr(self, name), float, "a finite number > 0", lambda v: 0 < v < math.inf)
         if self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
+        _require("augment", self.augment, int, "an integer from 1 to 8", lambda v: 1 <= v <= 8)
+        if self.augment > 1 and self.baseline != "pomo":
+            raise ValueError(f"augment={self.augment} needs baseline='pomo' (the copies share POMO's baseline), "
+                             f"not {self.baseline!r}")
         _require("lr_warmup", self.lr_warmup, float, "a number in [0, 1)", lambda v: 0 <= v < 1)
         _require("exp_beta", self.exp_beta, float, "a number in [0, 1)", lambda v: 0 <= v < 1)
         _require("bl_alpha", self.bl_alpha, float, "a number in (0, 1)", lambda v: 0 < v < 1)

@@ -204,7 +204,7 @@ class Trainer:
         with self.autocast():
             try:
                 cost, log_likelihood = self.training_pass(self.env, rollouts, self.generator, first_actions,
-                                                    self.baseline.rollouts_per_instance)
+                                                          self.baseline.equal_rows)
             except RuntimeError as e:  # sampling from non-finite probabilities (overflowing weights)?
                 if isinstance(e, torch.OutOfMemoryError) or self._finite_outputs(rollouts):
                     raise
