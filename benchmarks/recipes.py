@@ -85,6 +85,15 @@ RECIPES = {
     "continue-b128-cos3e-5": ["--init-from", "agents/weights/{problem}{n}.pt", "--warmup-epochs", "0",
                               "--baseline", "rollout", "--batch-size", "128", "--lr", "3e-5", "--lr-schedule", "cosine",
                               "--lr-warmup", "0.05"],
+    # the same from 1e-5: continue-b128-cos3e-5 improved the shipped CVRP-20 model in its warm-up (rate up to
+    # 1.1e-5) and made it worse at 3e-5
+    "continue-b128-cos1e-5": ["--init-from", "agents/weights/{problem}{n}.pt", "--warmup-epochs", "0",
+                              "--baseline", "rollout", "--batch-size", "128", "--lr", "1e-5", "--lr-schedule", "cosine",
+                              "--lr-warmup", "0.05"],
+    # the shipped model continued with POMO's shared baseline (64 instances x n starts a step), a cosine from 2e-5:
+    # training every start is training the multi-start decoding
+    "continue-pomo-cos2e-5": ["--init-from", "agents/weights/{problem}{n}.pt", "--baseline", "pomo", "--batch-size",
+                              "64", "--lr", "2e-5", "--lr-schedule", "cosine", "--lr-warmup", "0.05"],
     # a larger size by transfer: the shipped n = 20 model (agents/weights/{problem}20.pt, its network's settings)
     # trained on n-node instances with batches of 128 and a cosine from 1e-4 (the attention model is size-agnostic)
     "transfer20-b128-cos1e-4": ["--init-from", "agents/weights/{problem}20.pt", "--warmup-epochs", "0",
