@@ -164,9 +164,10 @@ def labelling_seconds(folder: Path) -> float:
     return json.loads(record.read_text())["seconds"] if record.is_file() else 0.0
 
 
-def rows() -> list[dict]:
+def rows(select: tuple[str, ...] = ("*-*",)) -> list[dict]:
+    """The rows under ``ROOT`` whose folder names match one of the globs ``select``."""
     table = []
-    for folder in sorted(ROOT.glob("*-*")):
+    for folder in sorted({folder for pattern in select for folder in ROOT.glob(pattern)}):
         metrics = folder / "metrics.csv"
         if not metrics.is_file():
             continue
@@ -191,10 +192,10 @@ def gap_at(curve, minutes: float) -> float | None:
     return seen[-1] if seen else None
 
 
-def report(out: str | None, marks: list[float]) -> None:
-    table = rows()
+def report(out: str | None, marks: list[float], select: tuple[str, ...] = ("*-*",)) -> None:
+    table = rows(select)
     if not table:
-        raise SystemExit(f"no finished runs under {ROOT}")
+        raise SystemExit(f"no finished runs under {ROOT} match {' '.join(select)}")
     head = "| problem | recipe | " + " | ".join(f"gap at {m:g} min" for m in marks) + " | minutes run | instances |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
@@ -357,6 +358,8 @@ def main() -> None:
     parser.add_argument("--report", action="store_true", help="print the table of the finished runs")
     parser.add_argument("--marks", type=float, nargs="+", default=[5, 10, 20], help="table columns (minutes)")
     parser.add_argument("--out", help="with --report: save the curves as this PNG")
+    parser.add_argument("--select", nargs="+", default=["*-*"], metavar="GLOB",
+                        help="with --report: only the rows whose folder names match one of these globs")
     parser.add_argument("--projection", type=float, nargs="*", metavar="GAP",
                         help="project the paper-recipe run's history to these gaps in %% (see the docstring)")
     parser.add_argument("--run", help="with --projection: the run folder to project (a recipe row, or a training/ "
@@ -369,7 +372,7 @@ def main() -> None:
     elif args.moonshot:
         moonshot(args.problem, args.num_nodes)
     elif args.report:
-        report(args.out, args.marks)
+        report(args.out, args.marks, args.select)
     elif args.recipe is None:
         parser.error("give --recipe (or --report)")
     else:
