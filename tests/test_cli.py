@@ -117,8 +117,10 @@ def test_eval__cvrp_routes_against_the_files_vehicle_count(tmp_path, capsys):
 
 
 def test_eval__pretrained_without_num_nodes_uses_the_shipped_size(capsys):
-    assert main(["eval", "--problem", "tsp", "--policy", "pretrained", "--num-instances", "10"]) == 0
-    assert "tsp-20 pretrained greedy: mean cost" in capsys.readouterr().out
+    assert main(["eval", "--problem", "cvrp", "--policy", "pretrained", "--num-instances", "10"]) == 0
+    assert "cvrp-20 pretrained greedy: mean cost" in capsys.readouterr().out
+    refused(capsys, ["eval", "--problem", "tsp", "--policy", "pretrained"],  # two sizes shipped: which one?
+            "eval needs --num-nodes: tsp models are shipped for n = 20, 50")
     refused(capsys, ["eval", "--problem", "sdvrp", "--policy", "pretrained"], "no shipped model for sdvrp")
     refused(capsys, ["eval", "--problem", "tsp", "--policy", "nearest"], "needs --num-nodes")
 
@@ -155,8 +157,8 @@ def test_eval__decoding_in_steps_for_the_progress_bar_changes_no_cost(capsys):
     with torch.no_grad():
         whole = decode(load_pretrained("tsp", 20), tsp, instances, "sample", num_samples=4, batch_size=5,
                        generator=torch.Generator().manual_seed(4321)).cost
-    assert main(["eval", "--problem", "tsp", "--policy", "pretrained", "--num-instances", "12", "--decode", "sample",
-                 "--samples", "4", "--batch-size", "5"]) == 0
+    assert main(["eval", "--problem", "tsp", "--num-nodes", "20", "--policy", "pretrained", "--num-instances", "12",
+                 "--decode", "sample", "--samples", "4", "--batch-size", "5"]) == 0
     assert f"mean cost {whole.mean():.4f} " in capsys.readouterr().out
 
 

@@ -676,7 +676,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "costs), or on TSPLIB / VRPLIB files (a table with each file's cost and gap).")
     e.add_argument("--problem", choices=PROBLEM_CHOICES, help="required unless --instances")
     e.add_argument("--num-nodes", type=int, help="customers (TSP: nodes) per generated instance (default with "
-                   "--policy pretrained: the shipped model's size)")
+                   "--policy pretrained: the shipped model's size, where one size is shipped)")
     add_variant_args(e)
     e.add_argument("--policy", required=True, help="checkpoint path, 'pretrained', 'nearest' or 'random'")
     e.add_argument("--dataset", type=input_file,
