@@ -64,7 +64,8 @@ def read_run(folder: Path) -> dict:
     if config.get("lr_schedule", "constant") != "constant":
         label += f", {config['lr_schedule']} from {config.get('lr', '?'):g}"
     if start:
-        label += f", from {Path(config.get('init_from') or '?').parent.name or 'other weights'}"
+        source = Path(config.get("init_from") or "")  # a trainer checkpoint names its run, a policy file itself
+        label += f", from {(source.parent.name if source.stem in ('last', 'best') else source.stem) or 'other weights'}"
     return {"folder": folder, "problem": problem, "n": n, "label": label, "rows": rows, "seconds": elapsed}
 
 
