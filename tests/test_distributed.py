@@ -114,7 +114,7 @@ def imitation_worker(rank, init_file, out_dir, labels):
     try:
         cfg = TrainConfig(problem="tsp", num_nodes=6, epochs=10_000, epoch_size=64, batch_size=32, eval_size=32,
                           val_size=32, lr=1e-3, model=MODEL, seed=5, out_dir=str(out_dir), imitate=labels,
-                          imitation_epochs=1, lr_schedule="cosine", max_minutes=0.1)  # the clock ends the run
+                          imitation_epochs=1, lr_schedule="cosine", max_minutes=0.25)  # the clock ends the run
         trainer = Trainer(cfg)
         identical = []
 
