@@ -27,7 +27,8 @@ references come from ``routing-gym solve ... --num-instances 10000 --seed 1234 -
 runs/heldout/{problem}{n}_val1234.npz`` (a set drawn from one seed starts with the smaller sets drawn from it).
 Gaps here are ratios of mean costs (the history holds mean costs only).
 
-A recipe in ``LABELS`` first solves its labelled instances (LKH-3 for TSP, seed 11) into the row's folder
+A recipe in ``LABELS`` first solves its labelled instances (LKH-3 for TSP, seed 11; for a recipe in
+``SELF_LABELS``, the shipped model's own multi-start tours, ``routing-gym eval --save``) into the row's folder
 (``labels.npz``, and ``labels.json`` with the seconds it took), then trains with ``--imitate``; the labelling
 counts in the row's budget, and its curve starts at the labelling's end.
 
@@ -108,12 +109,22 @@ RECIPES = {
     # 8 x n rollouts (POMO's augmentation in training; Sym-NCO's problem symmetricity, Kim et al. 2022); 8
     # instances a step, so that a step samples as many tours as pomo-lr3e-4's 64
     "pomo-aug8-lr3e-4": ["--baseline", "pomo", "--augment", "8", "--batch-size", "8", "--lr", "3e-4"],
+    # self-labelling (Corsini et al. 2024, "Self-labeling the job shop scheduling problem"; Pirnay & Grimm 2024,
+    # "Self-improvement for neural combinatorial optimization"): the shipped model's own multi-start x 2 tours of
+    # LABELS[recipe] seeded instances (SELF_LABELS) imitated by that model, 10 epochs, then REINFORCE; one cosine
+    # from 1e-4 over both. Greedy decoding learns what the model's search finds
+    "selflabel-aug2-cos1e-4": ["--init-from", "agents/weights/{problem}{n}.pt", "--warmup-epochs", "0",
+                               "--imitation-epochs", "10", "--baseline", "rollout", "--batch-size", "128", "--lr",
+                               "1e-4", "--lr-schedule", "cosine", "--lr-warmup", "0.05"],
 }
 # recipes that imitate solver labels first: how many labelled instances they draw (seed LABEL_SEED, apart from
 # every other stream) and which solver labels each problem; the labelling's wall clock counts in the row's minutes
-LABELS = {"sl-small-b128-cos3e-4": 128_000}
+LABELS = {"sl-small-b128-cos3e-4": 128_000, "selflabel-aug2-cos1e-4": 32_000}
 LABEL_SEED = 11
 LABEL_SOLVER = {"tsp": ["--method", "lkh", "--time-limit", "0.1"]}
+# recipes labelled by a policy's search instead (routing-gym eval --save), for any problem
+SELF_LABELS = {"selflabel-aug2-cos1e-4": ["--policy", "agents/weights/{problem}{n}.pt", "--decode", "multistart",
+                                          "--augment", "2"]}
 HELD_OUT = "runs/heldout/{problem}{n}_s5678.npz"
 ROOT = Path("runs/recipes")
 
@@ -132,24 +143,30 @@ def run(problem: str, n: int, recipe: str, minutes: float, threads: int, epoch_s
                "--val-dataset", held_out, "--out-dir", str(out),
                *(arg.format(problem=problem, n=n) for arg in RECIPES[recipe])]
         if recipe in LABELS:
-            cmd += ["--imitate", str(make_labels(out, problem, n, LABELS[recipe], env))]
+            cmd += ["--imitate", str(make_labels(out, problem, n, recipe, env))]
     minutes -= labelling_seconds(out) / 60  # the labels were made within the row's budget
     return subprocess.call([sys.executable, "-m", "agents.apps.cli", "train", *cmd, "--max-minutes", str(minutes),
                             "--no-progress"], env=env)
 
 
-def make_labels(out: Path, problem: str, n: int, count: int, env: dict) -> Path:
-    """The row's labelled instances (``out/labels.npz``), solved now unless a killed row left them; the
-    seconds it took go to ``out/labels.json``."""
+def make_labels(out: Path, problem: str, n: int, recipe: str, env: dict) -> Path:
+    """The row's labelled instances (``out/labels.npz``), solved now (by the solver of ``LABEL_SOLVER``, or
+    the policy search of ``SELF_LABELS``) unless a killed row left them; the seconds it took go to
+    ``out/labels.json``."""
     path = out / "labels.npz"
     if path.is_file() and (out / "labels.json").is_file():
         return path
-    if problem not in LABEL_SOLVER:
+    count = LABELS[recipe]
+    if recipe in SELF_LABELS:
+        labeller = ["eval", *(arg.format(problem=problem, n=n) for arg in SELF_LABELS[recipe])]
+    elif problem in LABEL_SOLVER:
+        labeller = ["solve", *LABEL_SOLVER[problem]]
+    else:
         raise SystemExit(f"no fast solver labels {problem} here (labels for: {', '.join(LABEL_SOLVER)})")
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    code = subprocess.call([sys.executable, "-m", "agents.apps.cli", "solve", "--problem", problem, "--num-nodes", str(n),
-                            *LABEL_SOLVER[problem], "--num-instances", str(count), "--seed", str(LABEL_SEED),
+    code = subprocess.call([sys.executable, "-m", "agents.apps.cli", labeller[0], "--problem", problem, "--num-nodes",
+                            str(n), *labeller[1:], "--num-instances", str(count), "--seed", str(LABEL_SEED),
                             "--save", str(path), "--no-progress"], env=env)
     if code:
         raise SystemExit(f"labelling failed (exit {code})")

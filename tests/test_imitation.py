@@ -85,3 +85,34 @@ def test_cli__imitate_then_reinforce(tmp_path, labelled, capsys):
     assert (config["imitate"], config["imitation_epochs"]) == (labels, 1)
     assert cli(["train", "--imitate", str(tmp_path / "missing.npz")]) == 2
     assert "missing.npz does not exist" in capsys.readouterr().err
+
+
+def test_cli__eval_save_labels_a_dataset_with_the_policys_own_tours(tmp_path, capsys):
+    """Self-labelling: ``eval --save`` writes the decoded tours (here nearest neighbour's multi-start) as
+    ``ref_tours`` and their costs as ``ref_cost``; ``train --imitate`` then fits them."""
+    from routing_gym.data import load_dataset
+    from routing_gym.problems import tour_cost
+
+    labels = tmp_path / "self.npz"
+    seeded = ["--problem", "cvrp", "--num-nodes", str(N), "--num-instances", "96", "--seed", "11"]
+    assert cli(["eval", *seeded, "--policy", "nearest"]) == 0
+    assert cli(["eval", *seeded, "--policy", "nearest", "--decode", "multistart", "--augment", "2",
+                "--batch-size", "40", "--save", str(labels)]) == 0  # three chunks, tours of different lengths
+    greedy, multistart, saved = capsys.readouterr().out.strip().splitlines()
+    assert str(labels) in saved
+    instances, refs = load_dataset(labels, "cvrp")
+    expected = get_problem("cvrp").generate(96, N, generator=torch.Generator().manual_seed(11))
+    torch.testing.assert_close(instances.locs, expected.locs)
+    cost = tour_cost(get_problem("cvrp"), instances, torch.as_tensor(refs["ref_tours"]))
+    torch.testing.assert_close(cost, torch.as_tensor(refs["ref_cost"]))
+    mean = lambda line: float(line.split("mean cost ")[1].split()[0])  # noqa: E731
+    assert mean(multistart) == pytest.approx(float(cost.mean()), abs=1e-4)
+    assert mean(multistart) < mean(greedy)  # the search found better tours than the greedy ones
+    out = tmp_path / "r"
+    assert cli(["train", "--problem", "cvrp", "--num-nodes", str(N), "--epochs", "1", "--epoch-size", "96",
+                "--batch-size", "32", "--eval-size", "32", "--val-size", "32", "--imitate", str(labels),
+                "--imitation-epochs", "1", "--embed-dim", "16", "--n-layers", "1", "--ff-hidden", "32",
+                "--out-dir", str(out), "--no-progress"]) == 0
+    assert "train_nll=" in capsys.readouterr().out
+    assert cli(["eval", "--policy", "nearest", "--instances", "none.tsp", "--save", str(tmp_path / "x.npz")]) == 2
+    assert "with --instances there is none" in capsys.readouterr().err

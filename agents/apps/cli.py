@@ -255,7 +255,7 @@ def cmd_train(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from routing_gym.data import load_dataset
+    from routing_gym.data import load_dataset, save_dataset
 
     from ..inference.search import decode
     from ..policies.protocol import select_rows
@@ -264,6 +264,9 @@ def cmd_eval(args) -> int:
     options = dict(num_samples=args.samples, beam_width=args.beam_width, augment=args.augment,
                    batch_size=args.batch_size, generator=gen, temperature=args.temperature)
     if args.instances:
+        if args.save:
+            raise ValueError("--save writes a dataset of unit-square instances; with --instances there is none "
+                             "(drop one of the two)")
         return eval_real_instances(args, options)
     if args.problem is None:
         raise ValueError("eval needs --problem (or --instances)")
@@ -285,14 +288,16 @@ def cmd_eval(args) -> int:
         source = f"{args.num_instances} seeded instances (seed {args.seed})"
     policy = load_policy(args.policy, args.problem, num_nodes, device=args.device)
     instances = instances.__class__(*(f.to(args.device) for f in instances))
-    total, costs = len(instances.locs), []
+    total, costs, tours = len(instances.locs), [], []
     start = time.perf_counter()
     # --batch-size instances per call: the decoders cut their rows (instance-major) at the same places,
     # so the costs, sampled ones included, are those of a single call over all instances
     with torch.no_grad(), progress_bar(args, total, "instance") as bar:
         for first in range(0, total, args.batch_size):
             chunk = select_rows(instances, slice(first, first + args.batch_size))
-            costs.append(decode(policy, problem, chunk, args.decode, **options).cost)
+            found = decode(policy, problem, chunk, args.decode, **options)
+            costs.append(found.cost)
+            tours.append(found.tours.cpu())
             bar.update(len(chunk.locs))
     costs = torch.cat(costs)
     elapsed = time.perf_counter() - start
@@ -303,6 +308,11 @@ def cmd_eval(args) -> int:
         gap = ((costs.double().cpu() - ref) / ref.abs()).mean() * 100
         line += f", gap {gap:.2f}% to ref_cost (mean {ref.mean():.4f})"
     print(line)
+    if args.save:  # the decoded tours as a labelled dataset: what train --imitate reads (self-labelling)
+        width = max(t.shape[1] for t in tours)  # chunks' tours differ in length: padded with the no-op node 0
+        tours = torch.cat([torch.nn.functional.pad(t, (0, width - t.shape[1])) for t in tours])
+        save_dataset(args.save, instances, ref_cost=costs.cpu().numpy(), ref_tours=tours.numpy())
+        print(f"saved {args.save} (the instances, with the decoded costs as ref_cost and tours as ref_tours)")
     return 0
 
 
@@ -699,6 +709,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--reference-table", type=input_file,
                    help="with --instances: optimal/best-known costs by name (JSON, CSV, 'name value')")
     e.add_argument("--batch-size", type=positive_int, default=1000, help="rows decoded at a time")
+    e.add_argument("--save", type=npz_output, help="write the instances with the decoded costs and tours as "
+                   "ref_cost and ref_tours to this .npz: a labelled dataset for train --imitate (the policy's "
+                   "own best tours, e.g. with --decode multistart)")
     e.add_argument("--device", type=device_arg, default="cpu", help=DEVICE_HELP)
     e.add_argument("--no-progress", action="store_true",
                    help="no progress bar (there is none anyway when stderr is not a terminal)")
