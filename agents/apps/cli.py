@@ -257,7 +257,7 @@ def cmd_train(args) -> int:
 def cmd_eval(args) -> int:
     from routing_gym.data import load_dataset, save_dataset
 
-    from ..inference.search import decode
+    from ..inference.search import decode, pad_tours
     from ..policies.protocol import select_rows
 
     gen = torch.Generator(device=args.device).manual_seed(args.seed)
@@ -297,7 +297,8 @@ def cmd_eval(args) -> int:
             chunk = select_rows(instances, slice(first, first + args.batch_size))
             found = decode(policy, problem, chunk, args.decode, **options)
             costs.append(found.cost)
-            tours.append(found.tours.cpu())
+            if args.save:
+                tours.append(found.tours.cpu())
             bar.update(len(chunk.locs))
     costs = torch.cat(costs)
     elapsed = time.perf_counter() - start
@@ -309,8 +310,8 @@ def cmd_eval(args) -> int:
         line += f", gap {gap:.2f}% to ref_cost (mean {ref.mean():.4f})"
     print(line)
     if args.save:  # the decoded tours as a labelled dataset: what train --imitate reads (self-labelling)
-        width = max(t.shape[1] for t in tours)  # chunks' tours differ in length: padded with the no-op node 0
-        tours = torch.cat([torch.nn.functional.pad(t, (0, width - t.shape[1])) for t in tours])
+        width = max(t.shape[1] for t in tours)  # chunks' tours differ in length
+        tours = torch.cat([pad_tours(t, width) for t in tours])
         save_dataset(args.save, instances, ref_cost=costs.cpu().numpy(), ref_tours=tours.numpy())
         print(f"saved {args.save} (the instances, with the decoded costs as ref_cost and tours as ref_tours)")
     return 0

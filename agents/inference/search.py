@@ -140,9 +140,13 @@ def with_greedy(policy: Policy, problem, instances, found: Decoded, *, augment: 
     if not bool(take.any()):
         return found
     s = max(plain.tours.shape[1], found.tours.shape[1])
-    pad = lambda t: torch.nn.functional.pad(t, (0, s - t.shape[1]), value=0)  # noqa: E731
-    tours = torch.where(take[:, None], pad(plain.tours), pad(found.tours))
+    tours = torch.where(take[:, None], pad_tours(plain.tours, s), pad_tours(found.tours, s))
     return finish_tours(problem, instances, tours)
+
+
+def pad_tours(tours: Tensor, width: int) -> Tensor:
+    """Tours (B, S) padded on the right to (B, width) with node 0 (the depot: a no-op once a tour ends)."""
+    return torch.nn.functional.pad(tours, (0, width - tours.shape[1]), value=0)
 
 
 def finish_tours(problem, instances, tours: Tensor) -> Decoded:

@@ -51,6 +51,7 @@ from torch import Tensor
 from routing_gym.problems import PROBLEMS, get_problem
 
 from ..inference.rollout import make_env, replay, rollout
+from ..inference.search import pad_tours
 
 INSERTION_RULES = ("nearest", "farthest", "random")
 PLANNED = ("nearest_insertion", "farthest_insertion", "random_insertion", "2opt")  # tours planned from the instance
@@ -366,12 +367,8 @@ def improve_routes(problem, instances, tours: Tensor, max_iterations: int = 1000
     # improved one does not replay.
     ok = replay(problem, instances, better)[1]
     width = max(better.shape[1], tours.shape[1])
-    better, tours = pad_to(better, width), pad_to(tours, width)
+    better, tours = pad_tours(better, width), pad_tours(tours, width)
     return torch.where(ok[:, None], better, tours)
-
-
-def pad_to(tours: Tensor, width: int) -> Tensor:
-    return torch.cat([tours, tours.new_zeros(tours.shape[0], width - tours.shape[1])], dim=1)
 
 
 def insert_and_remove(problem, instances, seq: Tensor, margin: float = 1e-5) -> Tensor:
