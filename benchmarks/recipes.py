@@ -117,8 +117,8 @@ RECIPES = {
                                "--imitation-epochs", "10", "--baseline", "rollout", "--batch-size", "128", "--lr",
                                "1e-4", "--lr-schedule", "cosine", "--lr-warmup", "0.05"],
 }
-# recipes that imitate solver labels first: how many labelled instances they draw (seed LABEL_SEED, apart from
-# every other stream) and which solver labels each problem; the labelling's wall clock counts in the row's minutes
+# recipes that imitate labels first: how many labelled instances they draw (seed LABEL_SEED, apart from every
+# other stream) and which solver labels each problem; the labelling's wall clock counts in the row's minutes
 LABELS = {"sl-small-b128-cos3e-4": 128_000, "selflabel-aug2-cos1e-4": 32_000}
 LABEL_SEED = 11
 LABEL_SOLVER = {"tsp": ["--method", "lkh", "--time-limit", "0.1"]}
