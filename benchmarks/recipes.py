@@ -91,6 +91,11 @@ RECIPES = {
     "continue-b128-cos1e-5": ["--init-from", "agents/weights/{problem}{n}.pt", "--warmup-epochs", "0",
                               "--baseline", "rollout", "--batch-size", "128", "--lr", "1e-5", "--lr-schedule", "cosine",
                               "--lr-warmup", "0.05"],
+    # another cosine over the shipped model from 1e-4: a longer second anneal, from a rate at which a model that
+    # ended its first one near 0 can move again (for TSP-20's small network, whose first cosine peaked at 3e-4)
+    "continue-b128-cos1e-4": ["--init-from", "agents/weights/{problem}{n}.pt", "--warmup-epochs", "0",
+                              "--baseline", "rollout", "--batch-size", "128", "--lr", "1e-4", "--lr-schedule", "cosine",
+                              "--lr-warmup", "0.05"],
     # the shipped model continued with POMO's shared baseline (64 instances x n starts a step), a cosine from 2e-5:
     # training every start is training the multi-start decoding
     "continue-pomo-cos2e-5": ["--init-from", "agents/weights/{problem}{n}.pt", "--baseline", "pomo", "--batch-size",
