@@ -88,7 +88,10 @@ def plot(runs: list[dict], out: Path, x: str = "instances") -> None:
     panels = list(dict.fromkeys((r["problem"], r["n"]) for r in runs))
     cols = min(len(panels), 2)
     rows = -(-len(panels) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
+    entries = max(sum((r["problem"], r["n"]) == panel for r in runs) for panel in panels) + 1  # + the paper's line
+    # the legends go under their panels (the runs' labels are long), so each row is as tall as the longest legend
+    fig, axes = plt.subplots(rows, cols, figsize=(6.4 * cols, (3.4 + 0.16 * entries) * rows), squeeze=False,
+                             layout="constrained")
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
     for ax, (problem, n) in zip(axes.flat, panels):
@@ -103,8 +106,7 @@ def plot(runs: list[dict], out: Path, x: str = "instances") -> None:
         ax.set_xlabel("training instances seen (millions)" if x == "instances" else "training time (minutes)")
         ax.set_ylabel("greedy validation cost")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
     plt.close(fig)
