@@ -52,6 +52,16 @@ import sys
 import time
 from pathlib import Path
 
+
+def from_weights(weights: str, lr: str) -> list[str]:
+    """Training that starts from ``weights`` (a checkpoint or policy file; ``{problem}`` and ``{n}`` filled in):
+    the rollout baseline is that model from the first batch (no exponential warm-up), batches of 128, and Adam's
+    rate warmed up over 5 % of the budget (a fresh Adam's first steps are full-sized) to ``lr``, then a cosine
+    decay to 0."""
+    return ["--init-from", weights, "--warmup-epochs", "0", "--baseline", "rollout", "--batch-size", "128", "--lr", lr,
+            "--lr-schedule", "cosine", "--lr-warmup", "0.05"]
+
+
 RECIPES = {
     # the paper's recipe (Kool et al. 2019): greedy-rollout baseline, batch 512, Adam 1e-4
     "paper": ["--baseline", "rollout", "--batch-size", "512", "--lr", "1e-4"],
@@ -70,41 +80,27 @@ RECIPES = {
     "sl-small-b128-cos3e-4": ["--imitation-epochs", "16", "--baseline", "rollout", "--batch-size", "128", "--lr", "3e-4",
                               "--lr-schedule", "cosine", "--lr-warmup", "0.02", "--embed-dim", "64", "--n-layers", "2",
                               "--ff-hidden", "256"],
-    # fine-tuning the committed paper-recipe run (training/{problem}{n}-rollout, its last epoch) with batches of 128
-    # and Adam's rate warmed up over 5 % of the budget (a fresh Adam's first steps are full-sized), then a cosine
-    # decay to 0; the rollout baseline starts as that model (no exponential warm-up)
-    "finetune-b128-cos": ["--init-from", "training/{problem}{n}-rollout/last.pt", "--warmup-epochs", "0", "--baseline",
-                          "rollout", "--batch-size", "128", "--lr", "1e-4", "--lr-schedule", "cosine",
-                          "--lr-warmup", "0.05"],
+    # fine-tuning the committed paper-recipe run (training/{problem}{n}-rollout, its last epoch), peak rate 1e-4
+    "finetune-b128-cos": from_weights("training/{problem}{n}-rollout/last.pt", "1e-4"),
     # the same with a peak rate of 3e-5: finetune-b128-cos improved the model while its rate was below about 4e-5
     # (its warm-up) and made it worse at 1e-4
-    "finetune-b128-cos3e-5": ["--init-from", "training/{problem}{n}-rollout/last.pt", "--warmup-epochs", "0",
-                              "--baseline", "rollout", "--batch-size", "128", "--lr", "3e-5", "--lr-schedule", "cosine",
-                              "--lr-warmup", "0.05"],
+    "finetune-b128-cos3e-5": from_weights("training/{problem}{n}-rollout/last.pt", "3e-5"),
     # another cosine from 3e-5 over the shipped model (agents/weights/{problem}{n}.pt): what a further budget of
     # finetune-b128-cos3e-5 buys a model that has had one
-    "continue-b128-cos3e-5": ["--init-from", "agents/weights/{problem}{n}.pt", "--warmup-epochs", "0",
-                              "--baseline", "rollout", "--batch-size", "128", "--lr", "3e-5", "--lr-schedule", "cosine",
-                              "--lr-warmup", "0.05"],
+    "continue-b128-cos3e-5": from_weights("agents/weights/{problem}{n}.pt", "3e-5"),
     # the same from 1e-5: continue-b128-cos3e-5 improved the shipped CVRP-20 model in its warm-up (rate up to
     # 1.1e-5) and made it worse at 3e-5
-    "continue-b128-cos1e-5": ["--init-from", "agents/weights/{problem}{n}.pt", "--warmup-epochs", "0",
-                              "--baseline", "rollout", "--batch-size", "128", "--lr", "1e-5", "--lr-schedule", "cosine",
-                              "--lr-warmup", "0.05"],
+    "continue-b128-cos1e-5": from_weights("agents/weights/{problem}{n}.pt", "1e-5"),
     # another cosine over the shipped model from 1e-4: a longer second anneal, from a rate at which a model that
     # ended its first one near 0 can move again (for TSP-20's small network, whose first cosine peaked at 3e-4)
-    "continue-b128-cos1e-4": ["--init-from", "agents/weights/{problem}{n}.pt", "--warmup-epochs", "0",
-                              "--baseline", "rollout", "--batch-size", "128", "--lr", "1e-4", "--lr-schedule", "cosine",
-                              "--lr-warmup", "0.05"],
+    "continue-b128-cos1e-4": from_weights("agents/weights/{problem}{n}.pt", "1e-4"),
     # the shipped model continued with POMO's shared baseline (64 instances x n starts a step), a cosine from 2e-5:
     # training every start is training the multi-start decoding
     "continue-pomo-cos2e-5": ["--init-from", "agents/weights/{problem}{n}.pt", "--baseline", "pomo", "--batch-size",
                               "64", "--lr", "2e-5", "--lr-schedule", "cosine", "--lr-warmup", "0.05"],
     # a larger size by transfer: the shipped n = 20 model (agents/weights/{problem}20.pt, its network's settings)
     # trained on n-node instances with batches of 128 and a cosine from 1e-4 (the attention model is size-agnostic)
-    "transfer20-b128-cos1e-4": ["--init-from", "agents/weights/{problem}20.pt", "--warmup-epochs", "0",
-                                "--baseline", "rollout", "--batch-size", "128", "--lr", "1e-4", "--lr-schedule",
-                                "cosine", "--lr-warmup", "0.05"],
+    "transfer20-b128-cos1e-4": from_weights("agents/weights/{problem}20.pt", "1e-4"),
     # POMO (Kwon et al. 2020): every start node sampled, their mean the shared baseline; 64 instances
     # x n starts per step, Adam 1e-4 as in the POMO paper
     "pomo": ["--baseline", "pomo", "--batch-size", "64", "--lr", "1e-4"],
@@ -118,9 +114,7 @@ RECIPES = {
     # "Self-improvement for neural combinatorial optimization"): the shipped model's own multi-start x 2 tours of
     # LABELS[recipe] seeded instances (SELF_LABELS) imitated by that model, 10 epochs, then REINFORCE; one cosine
     # from 1e-4 over both. Greedy decoding learns what the model's search finds
-    "selflabel-aug2-cos1e-4": ["--init-from", "agents/weights/{problem}{n}.pt", "--warmup-epochs", "0",
-                               "--imitation-epochs", "10", "--baseline", "rollout", "--batch-size", "128", "--lr",
-                               "1e-4", "--lr-schedule", "cosine", "--lr-warmup", "0.05"],
+    "selflabel-aug2-cos1e-4": [*from_weights("agents/weights/{problem}{n}.pt", "1e-4"), "--imitation-epochs", "10"],
 }
 # recipes that imitate labels first: how many labelled instances they draw (seed LABEL_SEED, apart from every
 # other stream) and which solver labels each problem; the labelling's wall clock counts in the row's minutes
