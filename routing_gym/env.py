@@ -195,7 +195,7 @@ class RoutingEnv(gym.Env):
         """The current action mask as bools (N,), True = allowed: sb3-contrib's ``MaskablePPO`` calls it."""
         if self.state is None:
             raise RuntimeError("call reset() before action_masks()")
-        return self.state.mask[0].numpy().copy()
+        return self.state.mask[0].numpy().astype(bool)
 
     # -- rendering ---------------------------------------------------------------------------------
     def render(self):

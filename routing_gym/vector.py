@@ -19,6 +19,7 @@ from torch import Tensor
 from .env import INVALID_ACTION_MODES, check_flag, observation_space, resolve_num_nodes, seeded_generator, sized_classes
 from .problems import PROBLEMS, step
 from .problems.base import compiled, finish, is_allowed
+from .problems.masks import flags
 from .render import frame_size
 
 ARRAY_TYPES = ("numpy", "torch")
@@ -431,7 +432,7 @@ class RoutingVectorEnv(VectorEnv):
         """The current masks (B, N) as bools (numpy, or a tensor in torch mode)."""
         if self.state is None:
             raise RuntimeError("call reset() before action_masks()")
-        return self.state.mask if self.array_type == "torch" else self.state.mask.cpu().numpy().copy()
+        return flags(self.state.mask) if self.array_type == "torch" else self.state.mask.cpu().numpy().astype(bool)
 
     def render(self) -> tuple[np.ndarray, ...] | None:
         """One (H, W, 3) uint8 frame per sub-env, as a tuple (what ``SyncVectorEnv`` gives and Gymnasium's

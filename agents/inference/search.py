@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from routing_gym.problems import get_problem, step, tour_cost
+from routing_gym.problems.masks import is_marked
 
 from ..policies.protocol import Policy, select_rows
 from .rollout import make_env, replay, rollout
@@ -115,7 +116,7 @@ def best_of_copies(policy: Policy, problem, instances, copies: Copies, *, strate
         cost = out.cost.double()
         ok = torch.ones_like(cost, dtype=torch.bool)
         if forced:
-            ok &= problem.reset(rows).mask.gather(1, starts[:, None]).squeeze(1)
+            ok &= is_marked(problem.reset(rows).mask, starts)
         if recost:
             cost, feasible = replay(problem, original, out.actions)
             ok &= feasible

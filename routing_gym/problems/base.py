@@ -47,6 +47,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .masks import is_marked, mask_of
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -279,17 +281,6 @@ def gather_nodes(values: Tensor, index: Tensor) -> Tensor:
     return values.gather(1, index[:, None, None].expand(-1, 1, values.shape[2])).squeeze(1)
 
 
-def visit(visited: Tensor, action: Tensor) -> Tensor:
-    """``visited`` (B, N) bool with ``visited[b, action[b]]`` set (a new tensor)."""
-    return visited.scatter(1, action[:, None], True)
-
-
-def any_along_nodes(mask: Tensor) -> Tensor:
-    """(B,) bool: does row b of the (B, N) bool ``mask`` hold a True? (``Tensor.any(dim=1)`` on bools is
-    several times slower on CPU than counting.)"""
-    return torch.count_nonzero(mask, dim=1) > 0
-
-
 def distance(a: Tensor, b: Tensor) -> Tensor:
     """Euclidean distance over the last axis (size 2), broadcasting. (``torch.linalg.vector_norm`` over a
     last axis of size 2 is ~6x slower on CPU for (B, N, 2); results differ from it by at most 1 ulp.)"""
@@ -301,7 +292,7 @@ def is_allowed(state, action: Tensor) -> Tensor:
     on the device, without a host synchronisation (an index outside the nodes is clamped to one, and the
     clamp's difference marks it)."""
     node = action.clamp(0, state.mask.shape[-1] - 1)
-    return state.mask.gather(1, node[:, None]).squeeze(1) & (node == action)
+    return is_marked(state.mask, node) & (node == action)
 
 
 def step(problem, state, action: Tensor):
@@ -365,8 +356,8 @@ def finish(problem, state, stop: Tensor):
     noop = problem.noop(state)[:, None]
     # rows of done sub-envs cleared (a uint8 product: bool ops broadcasting (B, 1) against (B, N) are ~4x
     # slower on CPU), then the no-op node set where done
-    keep = (state.mask.view(torch.uint8) * (~done).view(torch.uint8)[:, None]).view(torch.bool)
-    mask = keep.scatter_(1, noop, state.mask.gather(1, noop) | done[:, None])
+    keep = state.mask * mask_of(~done)[:, None]
+    mask = keep.scatter_(1, noop, state.mask.gather(1, noop) | mask_of(done)[:, None])
     return state._replace(done=done, mask=mask)
 
 

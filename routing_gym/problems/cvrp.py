@@ -20,7 +20,8 @@ import torch
 from torch import Tensor
 
 from .base import Drawing, EnvDoc, PolicyInputs, Problem, as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
-    interpolate_table, generation_device, visit, any_along_nodes
+    interpolate_table, generation_device
+from .masks import any_marked, empty_mask, flags, mark, mask_of
 
 CAPACITY = {10: 20.0, 20: 30.0, 50: 40.0, 100: 50.0}
 CAPACITY_TOLERANCE = 1e-5  # float32 slack when comparing loads with the capacity 1 (in the mask only)
@@ -41,11 +42,11 @@ class CVRPState(NamedTuple):
     current: Tensor  # (B,) int64 current node (0 = depot)
     current_loc: Tensor  # (B, 2) float32
     used: Tensor  # (B,) float32 load on the current route, fraction of capacity
-    visited: Tensor  # (B, N) bool, customers served (the depot column is unused)
+    visited: Tensor  # (B, N) uint8 mask, customers served (the depot column is unused)
     step: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 length of all routes so far
     done: Tensor  # (B,) bool
-    mask: Tensor  # (B, N) bool, True = allowed
+    mask: Tensor  # (B, N) uint8 mask, 1 = allowed
 
 
 class CVRP(Problem):
@@ -125,7 +126,7 @@ class CVRP(Problem):
         b, n, _ = locs.shape
         dev = locs.device
         zeros = torch.zeros(b, dtype=torch.long, device=dev)
-        visited = torch.zeros(b, n, dtype=torch.bool, device=dev)
+        visited = empty_mask(b, n, dev)
         state = CVRPState(instance=instance, current=zeros, current_loc=locs[:, 0], used=torch.zeros(b, device=dev),
                           visited=visited, step=zeros, length=torch.zeros(b, device=dev),
                           done=torch.zeros(b, dtype=torch.bool, device=dev), mask=visited)
@@ -133,17 +134,17 @@ class CVRP(Problem):
 
     @staticmethod
     def _mask(instance: CVRPInstance, visited: Tensor, current: Tensor, used: Tensor) -> Tensor:
-        mask = ~visited & (instance.demand + used[:, None] <= 1.0 + CAPACITY_TOLERANCE)
-        mask[:, 0] = False  # customers first, then the depot: not twice in a row while a customer is allowed
-        mask[:, 0] = (current != 0) | ~any_along_nodes(mask)
-        return mask
+        allowed = ~flags(visited) & (instance.demand + used[:, None] <= 1.0 + CAPACITY_TOLERANCE)
+        allowed[:, 0] = False  # customers first, then the depot: not twice in a row while a customer is allowed
+        allowed[:, 0] = (current != 0) | ~any_marked(allowed)
+        return mask_of(allowed)
 
     @staticmethod
     def transition(state: CVRPState, action: Tensor, active: Tensor) -> tuple[CVRPState, Tensor]:
         """Inactive sub-envs arrive with ``action == current`` (see ``base.step``)."""
         inst = state.instance
         loc = gather_nodes(inst.locs, action)
-        visited = visit(state.visited, action)
+        visited = mark(state.visited, action)
         finished = active & (torch.count_nonzero(visited[:, 1:], dim=1) == visited.shape[1] - 1)
         refill = (action == 0) | finished
         used = torch.where(refill, 0.0, state.used + gather_nodes(inst.demand, action) * active)

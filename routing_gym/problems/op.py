@@ -25,7 +25,8 @@ import torch
 from torch import Tensor
 
 from .base import Drawing, EnvDoc, PolicyInputs, Problem, Variant, as_float_tensor, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
-    interpolate_table, generation_device, visit, distance
+    interpolate_table, generation_device, distance
+from .masks import empty_mask, flags, mark, mask_of
 
 MAX_LENGTH = {20: 2.0, 50: 3.0, 100: 4.0}
 PRIZE_TYPES = ("const", "unif", "dist")
@@ -54,12 +55,12 @@ class OPState(NamedTuple):
     budget: Tensor  # (B, N) float32 longest length at which node i can be reached: max_length - d(i, 0) - 1e-6
     current: Tensor  # (B,) int64 (0 = depot)
     current_loc: Tensor  # (B, 2) float32
-    visited: Tensor  # (B, N) bool
+    visited: Tensor  # (B, N) uint8 mask (``masks``)
     step: Tensor  # (B,) int64
     length: Tensor  # (B,) float32 tour length so far (without the return)
     collected: Tensor  # (B,) float32 prize so far
     done: Tensor  # (B,) bool
-    mask: Tensor  # (B, N) bool, True = allowed
+    mask: Tensor  # (B, N) uint8 mask, 1 = allowed
 
 
 class OP(Problem):
@@ -155,7 +156,7 @@ class OP(Problem):
         zeros = torch.zeros(b, dtype=torch.long, device=dev)
         to_depot = distance(locs, locs[:, :1])
         budget = instance.max_length[:, None] - to_depot - LENGTH_MARGIN
-        visited = torch.zeros(b, n, dtype=torch.bool, device=dev)
+        visited = empty_mask(b, n, dev)
         length = torch.zeros(b, device=dev)
         return OPState(instance=instance, budget=budget, current=zeros, current_loc=locs[:, 0], visited=visited,
                        step=zeros, length=length, collected=torch.zeros(b, device=dev),
@@ -165,9 +166,9 @@ class OP(Problem):
     @staticmethod
     def _mask(locs: Tensor, budget: Tensor, visited: Tensor, current_loc: Tensor, length: Tensor) -> Tensor:
         arrive = length[:, None] + distance(locs, current_loc[:, None])
-        mask = ~visited & (arrive <= budget)
-        mask[:, 0] = True
-        return mask
+        allowed = ~flags(visited) & (arrive <= budget)
+        allowed[:, 0] = True
+        return mask_of(allowed)
 
     @staticmethod
     def transition(state: OPState, action: Tensor, active: Tensor) -> tuple[OPState, Tensor]:
@@ -176,7 +177,7 @@ class OP(Problem):
         loc = gather_nodes(inst.locs, action)
         length = state.length + distance(loc, state.current_loc)
         gain = gather_nodes(inst.prize, action) * active
-        visited = visit(state.visited, action)
+        visited = mark(state.visited, action)
         finished = active & (action == 0)
         new = OPState(instance=inst, budget=state.budget, current=action, current_loc=loc, visited=visited,
                       step=state.step + active, length=length, collected=state.collected + gain,

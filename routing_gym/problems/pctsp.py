@@ -20,7 +20,8 @@ import torch
 from torch import Tensor
 
 from .base import Drawing, EnvDoc, PolicyInputs, Problem, as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
-    interpolate_table, generation_device, visit, any_along_nodes
+    interpolate_table, generation_device
+from .masks import any_marked, empty_mask, flags, mark, mask_of
 
 PENALTY_SCALE = {20: 2.0, 50: 3.0, 100: 4.0}  # K in Kool's U(0, 3K/n) penalties
 PRIZE_TO_COLLECT = 1.0
@@ -52,12 +53,12 @@ class PCTSPState(NamedTuple):
     instance: PCTSPInstance
     current: Tensor  # (B,) int64 (0 = depot)
     current_loc: Tensor  # (B, 2) float32
-    visited: Tensor  # (B, N) bool (the depot column is unused)
+    visited: Tensor  # (B, N) uint8 mask (the depot column is unused)
     step: Tensor  # (B,) int64
     length: Tensor  # (B,) float32 tour length so far
     collected: Tensor  # (B,) float32 prize so far
     done: Tensor  # (B,) bool
-    mask: Tensor  # (B, N) bool, True = allowed
+    mask: Tensor  # (B, N) uint8 mask, 1 = allowed
 
 
 class PCTSP(Problem):
@@ -97,7 +98,7 @@ class PCTSP(Problem):
     def gauge(state) -> tuple[float, str, bool]:
         """The renderer's footer for a batch-1 state: (fill fraction, text, threshold reached)."""
         got = float(state.collected[0])
-        left_out = float((state.instance.penalty[0] * ~state.visited[0]).sum())
+        left_out = float((state.instance.penalty[0] * ~flags(state.visited[0])).sum())
         return min(got, PRIZE_TO_COLLECT), f"prize {got:.2f} / 1.00    penalties unvisited {left_out:.2f}", \
             got >= PRIZE_TO_COLLECT
 
@@ -139,7 +140,7 @@ class PCTSP(Problem):
         b, n, _ = locs.shape
         dev = locs.device
         zeros = torch.zeros(b, dtype=torch.long, device=dev)
-        visited = torch.zeros(b, n, dtype=torch.bool, device=dev)
+        visited = empty_mask(b, n, dev)
         collected = torch.zeros(b, device=dev)
         return PCTSPState(instance=instance, current=zeros, current_loc=locs[:, 0], visited=visited, step=zeros,
                           length=torch.zeros(b, device=dev), collected=collected,
@@ -147,10 +148,10 @@ class PCTSP(Problem):
 
     @staticmethod
     def _mask(visited: Tensor, collected: Tensor) -> Tensor:
-        mask = ~visited
-        mask[:, 0] = False
-        mask[:, 0] = (collected >= PRIZE_TO_COLLECT) | ~any_along_nodes(mask)
-        return mask
+        allowed = ~flags(visited)
+        allowed[:, 0] = False
+        allowed[:, 0] = (collected >= PRIZE_TO_COLLECT) | ~any_marked(allowed)
+        return mask_of(allowed)
 
     @staticmethod
     def transition(state: PCTSPState, action: Tensor, active: Tensor) -> tuple[PCTSPState, Tensor]:
@@ -159,7 +160,7 @@ class PCTSP(Problem):
         loc = gather_nodes(inst.locs, action)
         edge = distance(loc, state.current_loc)
         collected = state.collected + gather_nodes(inst.prize, action) * active
-        visited = visit(state.visited, action)
+        visited = mark(state.visited, action)
         finished = active & (action == 0)
         new = PCTSPState(instance=inst, current=action, current_loc=loc, visited=visited, step=state.step + active,
                          length=state.length + edge, collected=collected, done=state.done | finished,
@@ -169,7 +170,7 @@ class PCTSP(Problem):
     @staticmethod
     def left_out_cost(state: PCTSPState) -> Tensor:
         """(B,) the penalties of the nodes still unvisited: what choosing the depot charges besides its edge."""
-        return (state.instance.penalty * ~state.visited).sum(dim=1)
+        return (state.instance.penalty * ~flags(state.visited)).sum(dim=1)
 
     @staticmethod
     def bounds(n_total: int) -> dict:

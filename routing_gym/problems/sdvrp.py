@@ -39,7 +39,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, PolicyInputs, Problem, any_along_nodes, distance, gather_nodes
+from .base import Drawing, EnvDoc, PolicyInputs, Problem, distance, gather_nodes
+from .masks import any_marked, mask_of
 from .cvrp import CAPACITY_TOLERANCE, CVRP
 
 
@@ -61,11 +62,11 @@ class SDVRPState(NamedTuple):
     current_loc: Tensor  # (B, 2) float32
     used: Tensor  # (B,) float32 load on the current route, fraction of capacity
     remaining: Tensor  # (B, N) float32 demand not yet delivered, depot 0
-    visited: Tensor  # (B, N) bool, customers fully served (remaining == 0; the depot column is unused)
+    visited: Tensor  # (B, N) uint8 mask, customers fully served (remaining == 0; the depot column is unused)
     step: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 length of all routes so far
     done: Tensor  # (B,) bool
-    mask: Tensor  # (B, N) bool, True = allowed
+    mask: Tensor  # (B, N) uint8 mask, 1 = allowed
 
 
 class SDVRP(Problem):
@@ -128,16 +129,16 @@ class SDVRP(Problem):
         used = torch.zeros(b, device=dev)
         remaining = instance.demand
         return SDVRPState(instance=instance, current=zeros, current_loc=locs[:, 0], used=used, remaining=remaining,
-                          visited=remaining == 0, step=zeros, length=torch.zeros(b, device=dev),
+                          visited=mask_of(remaining == 0), step=zeros, length=torch.zeros(b, device=dev),
                           done=torch.zeros(b, dtype=torch.bool, device=dev),
                           mask=SDVRP._mask(remaining, zeros, used))
 
     @staticmethod
     def _mask(remaining: Tensor, current: Tensor, used: Tensor) -> Tensor:
-        mask = (remaining > 0) & (used < 1.0)[:, None]  # remaining is never negative: > 0 is Kool's != 0
-        mask[:, 0] = False  # customers first, then the depot: not twice in a row while a customer is allowed
-        mask[:, 0] = (current != 0) | ~any_along_nodes(mask)
-        return mask
+        allowed = (remaining > 0) & (used < 1.0)[:, None]  # remaining is never negative: > 0 is Kool's != 0
+        allowed[:, 0] = False  # customers first, then the depot: not twice in a row while a customer is allowed
+        allowed[:, 0] = (current != 0) | ~any_marked(allowed)
+        return mask_of(allowed)
 
     @staticmethod
     def transition(state: SDVRPState, action: Tensor, active: Tensor) -> tuple[SDVRPState, Tensor]:
@@ -147,7 +148,7 @@ class SDVRP(Problem):
         wanted = gather_nodes(state.remaining, action)  # 0 at the depot
         delivered = torch.minimum(wanted, 1.0 - state.used) * active
         remaining = state.remaining.scatter(1, action[:, None], (wanted - delivered)[:, None])
-        finished = active & ~any_along_nodes(remaining > 0)
+        finished = active & ~any_marked(remaining > 0)
         used = torch.where((action == 0) | finished, 0.0, state.used + delivered)
         depot_loc = inst.locs[:, 0]
         cost = distance(loc, state.current_loc) \
@@ -155,7 +156,7 @@ class SDVRP(Problem):
         current = torch.where(finished, 0, action)
         current_loc = torch.where(finished[:, None], depot_loc, loc)
         new = SDVRPState(instance=inst, current=current, current_loc=current_loc, used=used, remaining=remaining,
-                         visited=remaining == 0, step=state.step + active, length=state.length + cost,
+                         visited=mask_of(remaining == 0), step=state.step + active, length=state.length + cost,
                          done=state.done | finished, mask=SDVRP._mask(remaining, current, used))
         return new, cost
 

@@ -13,7 +13,8 @@ import torch
 from torch import Tensor
 
 from .base import Drawing, EnvDoc, PolicyInputs, Problem, as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
-    generation_device, visit
+    generation_device
+from .masks import empty_mask, flags, full_mask, mark, mask_of
 
 
 class TSPInstance(NamedTuple):
@@ -26,11 +27,11 @@ class TSPState(NamedTuple):
     current: Tensor  # (B,) int64 last visited node (0 before the first action)
     first_loc: Tensor  # (B, 2) float32 coordinates of the start node
     current_loc: Tensor  # (B, 2) float32 coordinates of the current node
-    visited: Tensor  # (B, N) bool
+    visited: Tensor  # (B, N) uint8 mask (``masks``)
     step: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 tour length so far
     done: Tensor  # (B,) bool
-    mask: Tensor  # (B, N) bool, True = allowed
+    mask: Tensor  # (B, N) uint8 mask, 1 = allowed
 
 
 class TSP(Problem):
@@ -90,9 +91,9 @@ class TSP(Problem):
         zeros = torch.zeros(b, dtype=torch.long, device=locs.device)
         return TSPState(
             instance=instance, first=zeros, current=zeros, first_loc=locs[:, 0], current_loc=locs[:, 0],
-            visited=torch.zeros(b, n, dtype=torch.bool, device=locs.device), step=zeros,
+            visited=empty_mask(b, n, locs.device), step=zeros,
             length=torch.zeros(b, device=locs.device), done=torch.zeros(b, dtype=torch.bool, device=locs.device),
-            mask=torch.ones(b, n, dtype=torch.bool, device=locs.device))
+            mask=full_mask(b, n, locs.device))
 
     @staticmethod
     def transition(state: TSPState, action: Tensor, active: Tensor) -> tuple[TSPState, Tensor]:
@@ -106,10 +107,10 @@ class TSP(Problem):
         finished = active & (step == n)
         cost = distance(loc, state.current_loc) * started \
             + distance(loc, first_loc) * finished
-        visited = visit(state.visited, action)
+        visited = mark(state.visited, action)
         new = TSPState(instance=state.instance, first=first, current=action, first_loc=first_loc, current_loc=loc,
                        visited=visited, step=step, length=state.length + cost, done=state.done | finished,
-                       mask=~visited)
+                       mask=mask_of(~flags(visited)))
         return new, cost
 
     @staticmethod

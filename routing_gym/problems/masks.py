@@ -1,0 +1,61 @@
+"""Node masks, the one representation of every problem unit's per-node flags (``visited``, the allowed
+``mask``): (B, N) ``uint8`` tensors holding 0 or 1 (1 = visited / allowed).
+
+uint8, not bool, because ``torch.compile``'s CPU code loads and stores bool tensors one element at a time
+(through mask conversions) and vectorises uint8 ones. The rules stay written with bools: :func:`flags`
+reads a mask as a bool tensor and :func:`mask_of` stores a bool condition as a mask, both zero-copy views
+(a 0/1 byte is a valid bool), so an eager step makes no extra pass over (B, N)::
+
+    allowed = ~flags(visited) & (demand + used[:, None] <= 1.0)   # bool rules, as read
+    return mask_of(allowed)                                      # stored as uint8
+
+Only these helpers write masks, so every byte stays 0 or 1 (``~`` on a uint8 mask would give 254/255:
+negate its :func:`flags`).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+MASK_DTYPE = torch.uint8
+
+
+def empty_mask(batch_size: int, num_nodes: int, device: Any) -> Tensor:
+    """(B, N) mask with no node set."""
+    return torch.zeros(batch_size, num_nodes, dtype=MASK_DTYPE, device=device)
+
+
+def full_mask(batch_size: int, num_nodes: int, device: Any) -> Tensor:
+    """(B, N) mask with every node set."""
+    return torch.ones(batch_size, num_nodes, dtype=MASK_DTYPE, device=device)
+
+
+def flags(mask: Tensor) -> Tensor:
+    """The mask as a bool tensor of the same shape: a view in eager code (no copy); a comparison under
+    ``torch.compile``, which fuses it into its kernels (inductor's vectorised C++ has no bool <-> uint8
+    bit cast)."""
+    return mask != 0 if torch.compiler.is_compiling() else mask.view(torch.bool)
+
+
+def mask_of(condition: Tensor) -> Tensor:
+    """A bool condition (B, N) stored as a mask: a view in eager code, a conversion under ``torch.compile``
+    (as :func:`flags`)."""
+    return condition.to(MASK_DTYPE) if torch.compiler.is_compiling() else condition.view(MASK_DTYPE)
+
+
+def mark(mask: Tensor, index: Tensor) -> Tensor:
+    """A new mask: ``mask`` with node ``index[b]`` (B,) int64 set in row b."""
+    return mask.scatter(1, index[:, None], 1)
+
+
+def is_marked(mask: Tensor, index: Tensor) -> Tensor:
+    """(B,) bool: is node ``index[b]`` set in row b?"""
+    return flags(mask.gather(1, index[:, None]).squeeze(1))
+
+
+def any_marked(condition: Tensor) -> Tensor:
+    """(B,) bool: does row b of a (B, N) mask or bool condition hold a set node? (``Tensor.any(dim=1)`` on
+    bools is several times slower on CPU than counting.)"""
+    return torch.count_nonzero(condition, dim=1) > 0
