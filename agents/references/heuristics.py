@@ -8,7 +8,8 @@ Two forms, one implementation:
 - functions from a batch of instances to tours (B, S) int64 in the env's action format (tours that end
   early are padded with the no-op: the depot for depot problems), which
   :func:`routing_gym.problems.tour_cost` accepts: :func:`heuristic_tours` by name, or the pieces
-  (:func:`nearest_neighbour_tsp`, :func:`insertion_tsp`, :func:`construct`, :func:`two_opt`);
+  (:func:`nearest_neighbour_tsp`, :func:`insertion_tsp`, :func:`construct`, and :func:`two_opt` of
+  :mod:`agents.inference.local_search`, which improves any decoded tour);
 - policies of the protocol of :mod:`agents.policies.protocol` (``precompute`` / ``log_probs``), so that
   ``routing-gym eval --policy NAME`` runs any of them on the vector env: :data:`HEURISTICS` maps a name to
   a class whose instances, ``HEURISTICS[name](problem)``, are such policies (stateless: ``log_probs``
@@ -50,6 +51,7 @@ from torch import Tensor
 
 from routing_gym.problems import PROBLEMS, get_problem
 
+from ..inference.local_search import distances, two_opt
 from ..inference.rollout import make_env, replay, rollout
 from ..inference.search import pad_tours
 
@@ -233,11 +235,6 @@ def applicable(problem) -> list[str]:
 
 
 # -- tours from instances -------------------------------------------------------------------------
-def distances(locs: Tensor) -> Tensor:
-    """(B, N, N) Euclidean distances of (B, N, 2) coordinates."""
-    return torch.cdist(locs.double(), locs.double())
-
-
 def nearest_neighbour_tsp(locs: Tensor, start: int = 0) -> Tensor:
     """TSP tours (B, N) by nearest neighbour from node ``start``."""
     b, n, _ = locs.shape
@@ -286,50 +283,6 @@ def insertion_tsp(locs: Tensor, rule: str = "farthest", generator: torch.Generat
         in_tour[rows, node] = True
         to_tour = torch.minimum(to_tour, d_node)
     return tour
-
-
-def two_opt(locs: Tensor, seq: Tensor, fixed: Tensor | None = None, max_iterations: int = 1000) -> Tensor:
-    """Best-improvement 2-opt on closed node sequences, batched.
-
-    Args:
-        locs: (B, N, 2) coordinates.
-        seq: (B, L) node sequences whose first and last entries stay in place (a closed TSP tour repeats
-            its start at the end; a depot problem's tour reads ``0, ..., 0``).
-        fixed: (B, L) bool, positions that a move may not move (the depot visits, so that a move
-            reverses a stretch of one route only: intra-route 2-opt); None for TSP.
-        max_iterations: moves per instance at most.
-
-    Returns:
-        (B, L) the improved sequences: each move reverses ``seq[i+1 .. j]`` where that shortens the
-        sequence by more than 1e-9.
-    """
-    b, length = seq.shape
-    dev = seq.device
-    dist = distances(locs)
-    rows = torch.arange(b, device=dev)
-    pos = torch.arange(length, device=dev)
-    upper = torch.ones(length - 1, length - 1, dtype=torch.bool, device=dev).triu(1)  # i < j
-    allowed = upper.expand(b, -1, -1)
-    if fixed is not None:
-        count = fixed.long().cumsum(dim=1)  # fixed positions in seq[0 .. p]
-        inside = count[:, None, :-1] - count[:, :-1, None]  # fixed positions among i+1 .. j, (B, L-1, L-1)
-        allowed = allowed & (inside == 0)
-    for _ in range(max_iterations):
-        pair = dist[rows[:, None, None], seq[:, :, None], seq[:, None, :]]  # (B, L, L)
-        edge = pair.diagonal(offset=1, dim1=1, dim2=2)  # (B, L-1): (s_i, s_i+1)
-        delta = pair[:, :-1, :-1] + pair[:, 1:, 1:] - edge[:, :, None] - edge[:, None, :]
-        delta = delta.masked_fill(~allowed, float("inf")).flatten(1)
-        best, arg = delta.min(dim=1)
-        improve = best < -1e-9
-        if not bool(improve.any()):
-            break
-        i, j = arg // (length - 1), arg % (length - 1)
-        flip = improve[:, None] & (pos > i[:, None]) & (pos <= j[:, None])
-        src = torch.where(flip, i[:, None] + 1 + j[:, None] - pos, pos)
-        seq = seq.gather(1, src)
-        if fixed is not None:
-            fixed = fixed.gather(1, src)
-    return seq
 
 
 def construct(problem, instances, policy=None, strategy: str = "greedy",
