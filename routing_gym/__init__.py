@@ -1,4 +1,5 @@
-"""routing-gym: TSP, CVRP, OP and PCTSP as Gymnasium environments over one batched torch core.
+"""routing-gym: vehicle-routing problems as Gymnasium environments over one batched torch core, one unit per
+problem in ``routing_gym.problems`` (``PROBLEMS``, the registry).
 
 Importing the package registers the environments under the ``routing/`` namespace::
 

@@ -143,7 +143,7 @@ class RoutingEnv(gym.Env):
         self.state = self.problem.reset(instance)
         self._static = {key: value[0].numpy().astype(np.float32, copy=True)
                         for key, value in instance._asdict().items()
-                        if key in self.observation_space.spaces and key not in self.problem.policy.dynamic_features}
+                        if key in self.observation_space.spaces and key not in self.problem.dynamic_fields}
         self._tour = []
         self._return = 0.0
         self._terminated = self._invalid = False
@@ -287,7 +287,7 @@ def _fill(text: str, indent: str = "") -> str:
 def env_docstring(problem) -> str:
     """The Gymnasium-template docstring of ``problem``'s env, from the sections the problem declares."""
     doc = problem.doc
-    rows = "\n".join(f"| ``{key}`` | {dtype} | {shape} | {meaning} |" for key, dtype, shape, meaning in doc.observation)
+    rows = "\n".join(f"| ``{o.key}`` | {o.dtype} | {o.shape_text} | {o.meaning} |" for o in problem.observation)
     variants = "".join(_fill(f"- ``{key}``: {v.doc}.", "") .replace("\n", "\n  ") + "\n"
                        for key, v in problem.variants.items())
     ids = ", ".join(f"``routing/{problem.label}-{n}``" for n in problem.sizes)

@@ -46,13 +46,13 @@ import functools
 import importlib.util
 import math
 import os
-import re
 from typing import Any, NamedTuple
 
 import numpy as np
 from gymnasium.error import DependencyNotInstalled
 
 from .problems import get_problem
+from .problems.base import LEGEND_GLYPHS, LegendEntry  # noqa: F401  (LEGEND_GLYPHS: what a legend may draw)
 
 BACKGROUND = (246, 246, 243)
 PAPER_COLOUR = (255, 255, 255)  # the unit square
@@ -297,35 +297,14 @@ def _radii(snap: Snapshot, base: float) -> np.ndarray:
 
 
 # -- the legend -------------------------------------------------------------------------------------
-class LegendEntry(NamedTuple):
-    glyph: str  # what is drawn before the text: one of LEGEND_GLYPHS, or "" (text only)
-    text: str
-
-
-LEGEND_GLYPHS = ("depot", "start", "current", "routes", "unavailable", "size", "ring")
-# the words of a problem's ``drawing.legend`` ("word = meaning") that name one of the renderer's glyphs
-_GLYPH_WORDS = (("square", "depot"), ("diamond", "start"), ("orange", "current"), ("grey", "unavailable"),
-                ("gray", "unavailable"), ("ring", "ring"), ("size", "size"))
 NOT_VISITED = "not visited"  # what a hollow node means once the episode is over
 
 
 def legend_entries(problem) -> list[LegendEntry]:
-    """Every entry the legend of ``problem`` (a unit or its name) can show, in order.
-
-    The problem's ``drawing.legend`` is split at runs of two or more spaces; an entry ``word = meaning``
-    whose word names one of the renderer's glyphs (``square``: the depot, ``diamond``: the start node,
-    ``orange``: the current node, ``grey``: a node the mask forbids, ``size``: node area (a small and a
-    large node), ``red ring``: the ``ring_by`` field) becomes that glyph and its meaning, ``... per route``
-    the route colours and its words; any other entry stays text. The current node and the forbidden nodes,
-    which every problem draws, get an entry of the renderer's words where the problem declares none."""
-    problem = get_problem(problem)
-    entries = []
-    for item in re.split(r"\s{2,}", problem.drawing.legend.strip()):
-        word, sep, meaning = (part.strip() for part in item.partition("="))
-        glyph = next((g for w, g in _GLYPH_WORDS if w in word.lower()), "") if sep else ""
-        if not sep and "per route" in item:
-            glyph = "routes"
-        entries.append(LegendEntry(glyph, item if glyph in ("", "routes") else meaning))
+    """Every entry the legend of ``problem`` (a unit or its name) can show, in order: the problem's declared
+    ``drawing.legend``, with the renderer's entries for what every problem draws where the problem declares
+    none: the current node (after the depot or start) and the nodes the mask forbids."""
+    entries = list(get_problem(problem).drawing.legend)
     glyphs = [e.glyph for e in entries]
     if "current" not in glyphs:
         at = max((i + 1 for i, g in enumerate(glyphs) if g in ("depot", "start")), default=0)

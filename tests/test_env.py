@@ -36,7 +36,8 @@ def test_registered_ids__pass_gymnasium_and_sb3_checkers_without_warnings(env_id
     from gymnasium.utils.env_checker import check_env
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-    env = gym.make(env_id, num_nodes=7) if env_id.endswith("-v0") else gym.make(env_id)
+    problem = routing_gym.get_problem(env_id.split("/")[1].split("-")[0])
+    env = gym.make(env_id, num_nodes=problem.valid_num_nodes(7)) if env_id.endswith("-v0") else gym.make(env_id)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         check_env(env.unwrapped, skip_render_check=True)

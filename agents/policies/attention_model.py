@@ -242,11 +242,12 @@ class AttentionModel(nn.Module):
         super().__init__()
         self.config = config
         d = config.embed_dim
-        inputs = get_problem(config.problem).policy
+        unit = get_problem(config.problem)
+        inputs = unit.policy
         self.init_embedding = node_embedding(config.problem, d)
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_layers))
         self.step_context = StepContext(inputs, d)
-        self.dynamic = inputs.dynamic_features
+        self.dynamic = tuple(f for f in inputs.node_features if f in unit.dynamic_fields)
         if self.dynamic:  # Kool's project_node_step (SDVRP): registered only then, other state dicts unchanged
             self.project_node_step = nn.Linear(len(self.dynamic), 3 * d, bias=False)
         self.project_node_embeddings = nn.Linear(d, 3 * d, bias=False)  # glimpse key, glimpse value, logit key

@@ -1,31 +1,42 @@
 """What every problem unit shares: the :class:`Problem` base (its declarations), the step wrapper,
 instance validation and the size tables.
 
-A problem unit (``tsp.py``, ``cvrp.py``, ``sdvrp.py``, ``op.py``, ``pctsp.py``, ``spctsp.py``) is one
-:class:`Problem` subclass that declares everything the rest of the project reads, through the registry
-in ``routing_gym.problems`` (nothing outside a unit names a problem or re-states its rules):
+A problem unit is one :class:`Problem` subclass that declares everything the rest of the project reads,
+through the registry in ``routing_gym.problems`` (nothing outside a unit names a problem or re-states its
+rules). The declarations, each with its default where it has one:
 
-- ``generate(batch_size, num_nodes, *, generator, device, **variant) -> Instance``: random instances,
-  Kool et al. 2019's distributions; ``variants`` declares the keyword options (OP's ``prize_type``),
-  validated by :meth:`Problem.check_variant`;
-- ``instance_from(data, *, batched, device) -> Instance``: validated user instances;
+- identity: ``name`` (registry key), ``label`` (ids, class names), ``has_depot``, ``Instance`` (the
+  NamedTuple of instance tensors);
+- sizes: ``min_num_nodes`` and ``num_nodes_multiple`` (the valid ``num_nodes``, checked by
+  :meth:`Problem.check_num_nodes`), ``sizes`` (the registered ``routing/{label}-{n}`` ids);
+- ``generate(batch_size, num_nodes, *, generator, device, **variant) -> Instance``: random instances;
+  ``variants`` declares the keyword options (OP's ``prize_type``), validated by :meth:`Problem.check_variant`;
+- ``instance_from(data, *, batched, device) -> Instance``: validated user instances; joint constraints of
+  the fields (a value valid only together with another) are checked there, and
+  :meth:`Problem.field_at_bound` builds a valid instance with one field at its bound;
   ``instance_from_observation(obs) -> Instance``: the instances behind a first observation (planned tours);
 - ``profits``: whether a tour may leave nodes out, and for what (``None``, ``"orienteering"``,
   ``"prize_collecting"``), the fact the heuristics read;
-- ``reset(instance) -> State``;
+- ``reset(instance) -> State``, with ``visited`` and ``mask`` as (B, N) uint8 masks (``masks``);
 - ``transition(state, action, active) -> (State, cost)``: the problem's rules for the sub-envs in
   ``active``, the new state's ``mask`` by those rules and the cost of the step (zero where inactive).
   Inactive sub-envs (finished, or taking a masked action) arrive with ``action == state.current``, so
   staying put changes nothing but what accumulates per visit, which ``active`` gates;
-- ``noop(state)``: the action of a finished sub-env;
+- ``noop(state)``: the action of a finished sub-env (default: the depot);
+- ``start_nodes(N)``: the first actions of multi-start decoding (default: every node, or every customer);
+- ``step_cost_bound(state)``: more than one step can cost (default 3, above 2 sqrt(2) in the unit
+  square), which :func:`invalid_penalty` reads;
 - ``left_out_cost(state)``: what ending the episode now would charge for the unvisited nodes (PCTSP's
   penalties), which :func:`invalid_penalty` adds; None by default (nothing to add);
-- ``observe(state) -> dict`` of batched tensors under the observation keys, and
-  ``bounds(num_nodes_total) -> dict`` of ``key -> (shape, low, high)`` for the observation space;
+- ``observation`` (:class:`Obs` entries): each observation key once, with its shape, bounds and meaning;
+  the observation space, ``bounds()``, ``node_indices`` and the docstring's table come from it, and
+  ``observe(state) -> dict`` of batched tensors must match it (a test checks every registered problem);
+  ``dynamic_fields``: the observed instance fields whose values change within an episode (SDVRP's
+  demand), which the single env re-reads every step (the others it copies once per episode);
 - ``policy`` (:class:`PolicyInputs`): what a network reads (node features, step context);
-- ``drawing`` (:class:`Drawing`) and ``gauge(state)``: what the renderer draws, as data (and why a click
-  the mask forbids is refused);
-- ``doc`` (:class:`EnvDoc`): the problem's sections of its env's docstring.
+- ``drawing`` (:class:`Drawing`, its legend as data) and ``gauge(state)`` (default: nodes visited): what
+  the renderer draws (and why a click the mask forbids is refused);
+- ``doc`` (:class:`EnvDoc`): the problem's sections of its env's docstring and of the problem tables.
 
 :func:`step` wraps ``transition`` with what is the same for all: finished sub-envs ignore their action
 (no-op), a masked action ends the episode with :func:`invalid_penalty` (which grows with what is left
@@ -41,13 +52,13 @@ import functools
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from .masks import is_marked, mask_of
+from .masks import flags, is_marked, mask_of
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,50 @@ class Variant:
 
 
 @dataclass(frozen=True)
+class Obs:
+    """One observation entry, declared once: the env's space, ``bounds()``, the docstring's table and the
+    check of ``observe()`` read it.
+
+    ``shape``: the entry's shape in one env, ``"N"`` standing for the node count (depot included), e.g.
+    ``("N", 2)``; ``()`` for a node index. ``low`` / ``high``: the bounds of a float32 Box, numbers or
+    functions of N. ``node_index``: an int64 node index (``Discrete(N)``) instead of a Box.
+    """
+
+    key: str
+    shape: tuple
+    meaning: str
+    high: float | Callable[[int], float] = 1.0
+    low: float | Callable[[int], float] = 0.0
+    node_index: bool = False
+
+    def shape_for(self, n_total: int) -> tuple[int, ...]:
+        return tuple(n_total if d == "N" else d for d in self.shape)
+
+    def box(self, n_total: int) -> tuple[tuple[int, ...], float, float]:
+        """``(shape, low, high)`` of the float32 Box in an env of N nodes."""
+        low, high = (float(v(n_total)) if callable(v) else float(v) for v in (self.low, self.high))
+        return self.shape_for(n_total), low, high
+
+    @property
+    def dtype(self) -> str:
+        return "int64 (``Discrete(N)``)" if self.node_index else "float32"
+
+    @property
+    def shape_text(self) -> str:
+        return "()" if not self.shape else "(" + ", ".join(map(str, self.shape)) + ("," if len(self.shape) == 1 else "") + ")"
+
+
+def node_index(key: str, meaning: str) -> Obs:
+    """An observation entry holding a node index (``Discrete(N)``)."""
+    return Obs(key, (), meaning, node_index=True)
+
+
+def steps_taken(most: Callable[[int], float], text: str) -> Obs:
+    """The ``step`` entry: actions taken so far, in [0, ``most(N)``] (the most an episode can take)."""
+    return Obs("step", (1,), f"actions taken, in [0, {text}]", high=most)
+
+
+@dataclass(frozen=True)
 class PolicyInputs:
     """What a network reads from the observation, declared by the problem (no ``if problem ==`` in the
     networks).
@@ -67,23 +122,36 @@ class PolicyInputs:
     ``node_features``: per-node observation keys embedded with (x, y), in Kool et al.'s order.
     ``context_nodes``: node-index observation keys whose embeddings form the step context.
     ``context_scalars``: (B, 1) observation keys appended to the step context.
-    ``dynamic_features``: per-node keys that change during an episode and are re-projected at every
-    decoding step (Kool's ``project_node_step``: SDVRP's remaining demand).
     ``placeholder_at_start``: the step context is a learned placeholder while ``step == 0`` (TSP).
+    Node features that change within an episode (the problem's ``dynamic_fields``) are re-projected at
+    every decoding step (Kool's ``project_node_step``).
     """
 
     node_features: tuple[str, ...]
     context_nodes: tuple[str, ...]
     context_scalars: tuple[str, ...] = ()
-    dynamic_features: tuple[str, ...] = ()
     placeholder_at_start: bool = False
+
+
+LEGEND_GLYPHS = ("depot", "start", "current", "routes", "unavailable", "size", "ring")
+
+
+class LegendEntry(NamedTuple):
+    """One entry of a legend: the glyph drawn before the text (one of :data:`LEGEND_GLYPHS`: the depot's
+    square, the start's diamond, the current node, the route colours, a node the mask forbids, node area,
+    the ``ring_by`` ring; or ``""``, text only) and its text."""
+
+    glyph: str
+    text: str
 
 
 @dataclass(frozen=True)
 class Drawing:
     """How the renderer draws a problem, as data.
 
-    ``legend``: the header's second line. ``paths``: how the actions become drawn paths: ``"tour"``
+    ``legend``: the problem's legend entries (:class:`LegendEntry`), in order; the renderer adds the
+    current node (after the depot or start) and ``"not allowed now"`` for forbidden nodes where the
+    problem declares no entry of those glyphs. ``paths``: how the actions become drawn paths: ``"tour"``
     (one path from the first node, closed back to it once the episode is done), ``"trips"`` (split at
     depot visits, each from the depot and, once done, back to it) or ``"from_depot"`` (one path from the
     depot; the episode ends by choosing it). ``size_by``: per-node float field of the instance or the state
@@ -94,7 +162,7 @@ class Drawing:
     when the mask forbids it (``routing-gym play``); ``{i}`` is the node's index.
     """
 
-    legend: str
+    legend: tuple[LegendEntry, ...]
     paths: str
     size_by: str | None = None
     ring_by: str | None = None
@@ -102,45 +170,65 @@ class Drawing:
     depot_refusal: str = "the depot is not allowed now"
     node_refusal: str = "node {i} is not allowed now"
 
+    def __post_init__(self):
+        for entry in self.legend:
+            if not isinstance(entry, LegendEntry) or entry.glyph not in LEGEND_GLYPHS + ("",):
+                raise ValueError(f"a legend entry must be a LegendEntry whose glyph is one of {LEGEND_GLYPHS} "
+                                 f"or '', got {entry!r}")
+
 
 @dataclass(frozen=True)
 class EnvDoc:
-    """A problem's sections of its env's docstring (the env assembles Gymnasium's template)."""
+    """A problem's sections of its env's docstring (the env assembles Gymnasium's template; the
+    observation table comes from the problem's ``observation``) and of the problem tables."""
 
     summary: str  # the first line
     description: str
     action: str  # what an action means, after ``Discrete(N)``:
-    observation: tuple[tuple[str, str, str, str], ...]  # (key, dtype, shape, meaning) rows before action_mask
     mask: str  # which actions the mask allows
     rewards: str
     starting_state: str
     episode_end: str  # when it terminates (before "(or on a masked action)")
     example: str  # doctest lines after ``>>> obs, info = env.reset(seed=0)``
+    cost: str  # the quantity minimised, in a few words (the problem tables)
 
 
 class Problem:
     """Base of the problem units: the declarations every problem makes, and what follows from them.
 
     Subclasses set the class attributes below and implement ``generate``, ``instance_from``,
-    ``reset``, ``transition``, ``observe`` and ``bounds`` as static methods (see the module docstring).
+    ``reset``, ``transition`` and ``observe`` as static methods (see the module docstring).
     """
 
     name: ClassVar[str]  # registry key, lower case (``"cvrp"``)
     label: ClassVar[str]  # upper-case name in env ids and class names (``"CVRP"``)
     has_depot: ClassVar[bool]  # node 0 is a depot
     Instance: ClassVar[type]  # the NamedTuple of instance tensors
-    node_indices: ClassVar[tuple[str, ...]] = ("current_node",)  # observation keys holding a node index
     variants: ClassVar[dict[str, Variant]] = {}
     sizes: ClassVar[tuple[int, ...]] = (10, 20, 50, 100)  # registered ``routing/{label}-{n}`` ids
     min_num_nodes: ClassVar[int] = 1
+    num_nodes_multiple: ClassVar[int] = 1  # valid num_nodes are multiples of this (pairs of nodes: 2)
     # None: every node must be visited. Otherwise a TSP with profits (Feillet, Dejax & Gendreau 2005): one route
     # from the depot visits a subset and choosing the depot ends the episode; ``"orienteering"``: the most prize
     # within a length budget (OP); ``"prize_collecting"``: a prize quota, then length plus the penalties of the
     # nodes left out (PCTSP, SPCTSP). The heuristics read it (``agents.references.heuristics``).
     profits: ClassVar[str | None] = None
+    observation: ClassVar[tuple[Obs, ...]]
+    dynamic_fields: ClassVar[tuple[str, ...]] = ()  # observed instance fields that change within an episode
+    node_indices: ClassVar[tuple[str, ...]]  # observation keys holding a node index (from ``observation``)
     policy: ClassVar[PolicyInputs]
     drawing: ClassVar[Drawing]
     doc: ClassVar[EnvDoc]
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "observation" in cls.__dict__:
+            cls.node_indices = tuple(o.key for o in cls.observation if o.node_index)
+
+    @classmethod
+    def bounds(cls, n_total: int) -> dict[str, tuple[tuple[int, ...], float, float]]:
+        """The float32 Box entries of the observation as ``key -> (shape, low, high)`` for N nodes."""
+        return {o.key: o.box(n_total) for o in cls.observation if not o.node_index}
 
     @classmethod
     def num_nodes_total(cls, num_nodes: int) -> int:
@@ -159,8 +247,28 @@ class Problem:
 
     @classmethod
     def check_num_nodes(cls, num_nodes: Any) -> int:
-        """``num_nodes`` as an int, or ``ValueError`` when it is not an integer >= ``min_num_nodes``."""
-        return check_num_nodes(num_nodes, cls.min_num_nodes)
+        """``num_nodes`` as an int, or ``ValueError`` when it is not an integer >= ``min_num_nodes`` and a
+        multiple of ``num_nodes_multiple``."""
+        n = check_num_nodes(num_nodes, cls.min_num_nodes)
+        if n % cls.num_nodes_multiple:
+            raise ValueError(f"num_nodes must be a multiple of {cls.num_nodes_multiple} for {cls.label}, got {n}")
+        return n
+
+    @classmethod
+    def valid_num_nodes(cls, at_least: int) -> int:
+        """The smallest valid ``num_nodes`` that is at least ``at_least`` (for tools and tests that need
+        some size)."""
+        n = max(at_least, cls.min_num_nodes)
+        return -(-n // cls.num_nodes_multiple) * cls.num_nodes_multiple
+
+    @classmethod
+    def field_at_bound(cls, data: dict, field: str, node: int, value: float) -> dict | None:
+        """A copy of the one-instance ``data`` (numpy arrays keyed as the instance) with ``field`` at
+        ``node`` set to ``value`` and whatever the joint constraints tie to it adjusted, or None where no
+        valid instance has that value there. Default: the fields are independent, only ``field`` changes."""
+        out = {k: np.array(v, copy=True) for k, v in data.items()}
+        out[field].reshape(out[field].shape[0] if out[field].ndim else 1, -1)[node, 0] = value
+        return out
 
     @classmethod
     def check_variant(cls, variant: Mapping[str, Any]) -> dict[str, Any]:
@@ -202,6 +310,14 @@ class Problem:
         return int(cls.bounds(n_total)["step"][2])
 
     @staticmethod
+    def step_cost_bound(state) -> Tensor | float:
+        """More than one step can cost (besides the left-out cost), (B,) or a number, constant within an
+        episode: 3, above an edge plus a return (or closing) edge in the unit square, 2 sqrt(2). Part of
+        :func:`invalid_penalty`; units whose steps can cost more (other coordinates, a distance matrix)
+        override it."""
+        return 3.0
+
+    @staticmethod
     def left_out_cost(state) -> Tensor | None:
         """(B,) what ending the episode now would charge for the nodes still unvisited (PCTSP overrides:
         their penalties), or None where that is nothing. Part of :func:`invalid_penalty`."""
@@ -211,6 +327,13 @@ class Problem:
     def noop(state) -> Tensor:
         """The action a finished sub-env takes: the depot (TSP overrides: its current node)."""
         return torch.zeros_like(state.current)
+
+    @staticmethod
+    def gauge(state) -> tuple[float, str, bool]:
+        """The renderer's footer for a batch-1 state: (fill fraction, text, threshold reached); default:
+        the nodes visited."""
+        k, n = int(flags(state.visited[0]).sum()), state.visited.shape[1]
+        return k / n, f"visited {k} / {n}", False
 
 
 def interpolate_table(table: Mapping[int, float], n: int) -> float:
@@ -233,28 +356,24 @@ def interpolate_table(table: Mapping[int, float], n: int) -> float:
     return float(table[lo] * (1 - w) + table[hi] * w)
 
 
-STEP_COST_BOUND = 3.0  # above what one step can cost, 2 sqrt(2): an edge and a return (or closing) edge
-
-
 def invalid_penalty(problem, state) -> Tensor:
-    """(B,) cost charged for a masked action in ``state``: ``3 * (S - step)`` plus what leaving the unvisited
-    nodes out costs (:meth:`Problem.left_out_cost`: PCTSP's penalties, 0 elsewhere), where S is the most
-    actions an episode can take (:meth:`Problem.max_steps`) and ``step`` the actions taken so far.
+    """(B,) cost charged for a masked action in ``state``: ``c * (S - step)`` plus what leaving the unvisited
+    nodes out costs (:meth:`Problem.left_out_cost`: PCTSP's penalties, 0 elsewhere), where c is the
+    problem's :meth:`Problem.step_cost_bound` (3 by default), S the most actions an episode can take
+    (:meth:`Problem.max_steps`) and ``step`` the actions taken so far.
 
     It grows with what is left undone, so that progress always pays:
 
     - above any feasible remainder: finishing from ``state`` takes at most ``S - step`` (>= 1) steps, each
-      costing at most ``2 sqrt(2) < 3`` in the unit square (an edge and, on the last one, the return or
-      closing edge), plus at most the left-out cost, charged once;
-    - each valid step lowers it by at least 3 (one step fewer left; the left-out cost only shrinks), more
+      costing less than c, plus at most the left-out cost, charged once;
+    - each valid step lowers it by at least c (one step fewer left; the left-out cost only shrinks), more
       than the step costs. So failing now costs more than any valid action followed by anything, and an
       unmasked learner never gains by failing early (with a constant penalty, a policy that expects to
       fail later gains by failing at once).
 
     Valid episodes never pay it: their rewards sum to minus their cost.
     """
-    most = STEP_COST_BOUND * problem.max_steps(state.mask.shape[-1])
-    per_step = torch.rsub(state.step, most, alpha=STEP_COST_BOUND)  # 3 (S - step), one operation per step
+    per_step = (problem.max_steps(state.mask.shape[-1]) - state.step) * problem.step_cost_bound(state)
     left_out = problem.left_out_cost(state)
     return per_step if left_out is None else per_step + left_out
 

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, PolicyInputs, Problem, as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
+from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, node_index, steps_taken, as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
     interpolate_table, generation_device
 from .masks import any_marked, empty_mask, flags, mark, mask_of
 
@@ -54,22 +54,24 @@ class CVRP(Problem):
     label = "CVRP"
     has_depot = True
     Instance = CVRPInstance
+    observation = (Obs("locs", ("N", 2), "coordinates in [0, 1], depot first"),
+                   Obs("demand", ("N",), "demand / capacity in (0, 1], depot 0"),
+                   Obs("remaining_capacity", (1,), "capacity left on the current route, in [0, 1]"),
+                   node_index("current_node", "where the vehicle is (0 = depot)"),
+                   steps_taken(lambda n: 2.0 * (n - 1), "2n"))
     policy = PolicyInputs(node_features=("demand",), context_nodes=("current_node",),
                           context_scalars=("remaining_capacity",))
-    drawing = Drawing(legend="square = depot   one colour per route   grey = does not fit", paths="trips",
+    drawing = Drawing(legend=(LegendEntry("depot", "depot"), LegendEntry("routes", "one colour per route"),
+                              LegendEntry("unavailable", "does not fit")), paths="trips",
                       depot_refusal="the depot cannot be chosen twice in a row (or before any customer)",
                       node_refusal="node {i} does not fit in the vehicle: return to the depot first")
     doc = EnvDoc(
+        cost="length of all routes",
         summary="Capacitated vehicle routing: serve every customer's demand with routes from the depot.",
         description="Depot (node 0) and n customers uniform in the unit square; integer demands U{1..9} divided "
                     "by the capacity 20/30/40/50 for n = 10/20/50/100, interpolated for other n (Kool et al. 2019). "
                     "The vehicle refills at the depot.",
         action="the next node (0 = back to the depot).",
-        observation=(("locs", "float32", "(N, 2)", "coordinates in [0, 1], depot first"),
-                     ("demand", "float32", "(N,)", "demand / capacity in (0, 1], depot 0"),
-                     ("remaining_capacity", "float32", "(1,)", "capacity left on the current route, in [0, 1]"),
-                     ("current_node", "int64 (``Discrete(N)``)", "()", "where the vehicle is (0 = depot)"),
-                     ("step", "float32", "(1,)", "actions taken, in [0, 2n]")),
         mask="a customer when unserved and its demand fits the remaining capacity (1e-5 float slack); the depot "
              "unless the vehicle is at the depot while a customer is allowed (so never as the first action, "
              "never twice in a row while customers remain).",
@@ -157,12 +159,6 @@ class CVRP(Problem):
                         step=state.step + active, length=state.length + cost, done=state.done | finished,
                         mask=CVRP._mask(inst, visited, current, used))
         return new, cost
-
-    @staticmethod
-    def bounds(n_total: int) -> dict:
-        """Observation entries as ``key -> (shape, low, high)`` (float32 Boxes in the env)."""
-        return {"step": ((1,), 0.0, float(2 * (n_total - 1))), "locs": ((n_total, 2), 0.0, 1.0), "demand": ((n_total,), 0.0, 1.0),
-                "remaining_capacity": ((1,), 0.0, 1.0)}
 
     @staticmethod
     def observe(state: CVRPState) -> dict[str, Tensor]:

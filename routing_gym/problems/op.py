@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, PolicyInputs, Problem, Variant, as_float_tensor, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
+from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, node_index, steps_taken, Variant, as_float_tensor, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
     interpolate_table, generation_device, distance
 from .masks import empty_mask, flags, mark, mask_of
 
@@ -70,23 +70,25 @@ class OP(Problem):
     Instance = OPInstance
     variants = {"prize_type": Variant(default="dist", choices=PRIZE_TYPES,
                                       doc="``\"const\"``, ``\"unif\"`` or ``\"dist\"`` (default): the prize distribution")}
+    observation = (Obs("locs", ("N", 2), "coordinates in [0, 1], depot first"),
+                   Obs("prize", ("N",), "prize in [0, 1], depot 0"),
+                   Obs("remaining_length", (1,), "max length minus the length so far, in [0, sqrt(2) N]",
+                       high=max_length_bound),
+                   node_index("current_node", "where the tour is (0 = depot)"),
+                   steps_taken(float, "N"))
     policy = PolicyInputs(node_features=("prize",), context_nodes=("current_node",),
                           context_scalars=("remaining_length",))
     profits = "orienteering"
-    drawing = Drawing(legend="square = depot   size = prize   grey = out of reach", paths="from_depot",
+    drawing = Drawing(legend=(LegendEntry("depot", "depot"), LegendEntry("size", "prize"), LegendEntry("unavailable", "out of reach")), paths="from_depot",
                       size_by="prize", header=lambda state: f"  (prize {float(state.collected[0]):.2f})",
                       node_refusal="node {i} is out of reach: the tour could not get back to the depot in time")
     doc = EnvDoc(
+        cost="minus the prize collected",
         summary="Orienteering: collect the most prize on a tour from the depot no longer than ``max_length``.",
         description="Depot (node 0) and n nodes uniform in the unit square; max length 2/3/4 for n = 20/50/100, "
                     "interpolated for other n; prizes ``const`` (1), ``unif`` ({1..100}/100) or ``dist`` (default, "
                     "``(1 + floor(99 d0i / max_j d0j)) / 100``), as Kool et al. 2019.",
         action="the next node; 0 returns to the depot and ends the tour.",
-        observation=(("locs", "float32", "(N, 2)", "coordinates in [0, 1], depot first"),
-                     ("prize", "float32", "(N,)", "prize in [0, 1], depot 0"),
-                     ("remaining_length", "float32", "(1,)", "max length minus the length so far, in [0, sqrt(2) N]"),
-                     ("current_node", "int64 (``Discrete(N)``)", "()", "where the tour is (0 = depot)"),
-                     ("step", "float32", "(1,)", "actions taken, in [0, N]")),
         mask="a node when unvisited and the depot can still be reached through it: ``length + d(current, i) + "
              "d(i, 0) <= max_length - 1e-6``; the depot always.",
         rewards="The prize of the node visited (0 for the depot). The rewards sum to the prize collected, i.e. "
@@ -184,12 +186,6 @@ class OP(Problem):
                       done=state.done | finished,
                       mask=OP._mask(inst.locs, state.budget, visited, loc, length))
         return new, -gain
-
-    @staticmethod
-    def bounds(n_total: int) -> dict:
-        """Observation entries as ``key -> (shape, low, high)`` (float32 Boxes in the env)."""
-        return {"step": ((1,), 0.0, float(n_total)), "locs": ((n_total, 2), 0.0, 1.0), "prize": ((n_total,), 0.0, 1.0),
-                "remaining_length": ((1,), 0.0, max_length_bound(n_total))}
 
     @staticmethod
     def observe(state: OPState) -> dict[str, Tensor]:

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, PolicyInputs, Problem, as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
+from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, node_index, steps_taken, as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
     interpolate_table, generation_device
 from .masks import any_marked, empty_mask, flags, mark, mask_of
 
@@ -66,25 +66,28 @@ class PCTSP(Problem):
     label = "PCTSP"
     has_depot = True
     Instance = PCTSPInstance
+    observation = (Obs("locs", ("N", 2), "coordinates in [0, 1], depot first"),
+                   Obs("prize", ("N",), "prize in [0, max(1, 4/n)], depot 0", high=prize_bound),
+                   Obs("penalty", ("N",), "penalty in [0, max(sqrt(2) N, 6/n)] if left unvisited, depot 0",
+                       high=penalty_bound),
+                   Obs("prize_to_collect", (1,), "``max(0, 1 - prize collected)``"),
+                   node_index("current_node", "where the tour is (0 = depot)"),
+                   steps_taken(float, "N"))
     policy = PolicyInputs(node_features=("prize", "penalty"), context_nodes=("current_node",),
                           context_scalars=("prize_to_collect",))
     profits = "prize_collecting"
-    drawing = Drawing(legend="square = depot   size = prize   red ring = penalty if skipped", paths="from_depot",
+    drawing = Drawing(legend=(LegendEntry("depot", "depot"), LegendEntry("size", "prize"),
+                              LegendEntry("ring", "penalty if skipped")), paths="from_depot",
                       size_by="prize", ring_by="penalty",
                       depot_refusal="collect a prize of 1 before returning to the depot")
     doc = EnvDoc(
+        cost="length + penalties of unvisited nodes",
         summary="Prize-collecting TSP: collect a prize of at least 1, minimising length plus the penalties of the "
                 "nodes left out.",
         description="Depot (node 0) and n nodes uniform in the unit square; penalties U(0, 3K/n) with K = 2/3/4 "
                     "for n = 20/50/100 (interpolated for other n), prizes U(0, 4/n), as Kool et al. 2019 "
                     "(deterministic prizes).",
         action="the next node; 0 returns to the depot and ends the tour.",
-        observation=(("locs", "float32", "(N, 2)", "coordinates in [0, 1], depot first"),
-                     ("prize", "float32", "(N,)", "prize in [0, max(1, 4/n)], depot 0"),
-                     ("penalty", "float32", "(N,)", "penalty in [0, max(sqrt(2) N, 6/n)] if left unvisited, depot 0"),
-                     ("prize_to_collect", "float32", "(1,)", "``max(0, 1 - prize collected)``"),
-                     ("current_node", "int64 (``Discrete(N)``)", "()", "where the tour is (0 = depot)"),
-                     ("step", "float32", "(1,)", "actions taken, in [0, N]")),
         mask="every unvisited node; the depot once the prize collected reaches 1, or when every node has been "
              "visited.",
         rewards="Minus the edge length of the step; the final (depot) step also subtracts the penalties of the "
@@ -171,12 +174,6 @@ class PCTSP(Problem):
     def left_out_cost(state: PCTSPState) -> Tensor:
         """(B,) the penalties of the nodes still unvisited: what choosing the depot charges besides its edge."""
         return (state.instance.penalty * ~flags(state.visited)).sum(dim=1)
-
-    @staticmethod
-    def bounds(n_total: int) -> dict:
-        """Observation entries as ``key -> (shape, low, high)`` (float32 Boxes in the env)."""
-        return {"step": ((1,), 0.0, float(n_total)), "locs": ((n_total, 2), 0.0, 1.0), "prize": ((n_total,), 0.0, prize_bound(n_total)),
-                "penalty": ((n_total,), 0.0, penalty_bound(n_total)), "prize_to_collect": ((1,), 0.0, 1.0)}
 
     @staticmethod
     def observe(state: PCTSPState) -> dict[str, Tensor]:

@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, PolicyInputs, Problem, distance, gather_nodes
+from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, node_index, steps_taken, distance, gather_nodes
 from .masks import any_marked, mask_of
 from .cvrp import CAPACITY_TOLERANCE, CVRP
 
@@ -75,25 +75,28 @@ class SDVRP(Problem):
     has_depot = True
     Instance = SDVRPInstance
     # Kool's AM for SDVRP re-projects the remaining demand at every step (``project_node_step``)
+    observation = (Obs("locs", ("N", 2), "coordinates in [0, 1], depot first"),
+                   Obs("demand", ("N",), "demand not yet delivered / capacity, in [0, 1], depot 0"),
+                   Obs("remaining_capacity", (1,), "capacity left on the current route, in [0, 1]"),
+                   node_index("current_node", "where the vehicle is (0 = depot)"),
+                   steps_taken(lambda n: float(max_steps(n - 1)), "4n - 1"))
+    dynamic_fields = ("demand",)  # what is still to deliver
     policy = PolicyInputs(node_features=("demand",), context_nodes=("current_node",),
-                          context_scalars=("remaining_capacity",), dynamic_features=("demand",))
-    drawing = Drawing(legend="square = depot   one colour per route   size = demand left", paths="trips",
+                          context_scalars=("remaining_capacity",))
+    drawing = Drawing(legend=(LegendEntry("depot", "depot"), LegendEntry("routes", "one colour per route"),
+                              LegendEntry("size", "demand left")), paths="trips",
                       size_by="remaining",
                       depot_refusal="the depot cannot be chosen twice in a row (or before any customer)",
                       node_refusal="node {i} has nothing left to deliver or the vehicle is full: "
                                    "return to the depot first")
     doc = EnvDoc(
+        cost="length of all routes",
         summary="Split-delivery vehicle routing: deliver every customer's demand, possibly over several visits.",
         description="CVRP's instances (Kool et al. 2019, after Nazari et al. 2018): depot (node 0) and n customers "
                     "uniform in the unit square, integer demands U{1..9} divided by the capacity 20/30/40/50 for "
                     "n = 10/20/50/100. A visit delivers min(remaining demand, remaining capacity); the vehicle "
                     "refills at the depot.",
         action="the next node (0 = back to the depot).",
-        observation=(("locs", "float32", "(N, 2)", "coordinates in [0, 1], depot first"),
-                     ("demand", "float32", "(N,)", "demand not yet delivered / capacity, in [0, 1], depot 0"),
-                     ("remaining_capacity", "float32", "(1,)", "capacity left on the current route, in [0, 1]"),
-                     ("current_node", "int64 (``Discrete(N)``)", "()", "where the vehicle is (0 = depot)"),
-                     ("step", "float32", "(1,)", "actions taken, in [0, 4n - 1]")),
         mask="a customer while some of its demand remains and the vehicle is not full; the depot unless the "
              "vehicle is at the depot while a customer is allowed (so never first, never twice in a row while "
              "customers remain).",
@@ -159,12 +162,6 @@ class SDVRP(Problem):
                          visited=mask_of(remaining == 0), step=state.step + active, length=state.length + cost,
                          done=state.done | finished, mask=SDVRP._mask(remaining, current, used))
         return new, cost
-
-    @staticmethod
-    def bounds(n_total: int) -> dict:
-        """Observation entries as ``key -> (shape, low, high)``: CVRP's, with the step bound of
-        :func:`max_steps`."""
-        return {**CVRP.bounds(n_total), "step": ((1,), 0.0, float(max_steps(n_total - 1)))}
 
     @staticmethod
     def observe(state: SDVRPState) -> dict[str, Tensor]:

@@ -20,6 +20,8 @@ is PCTSP's, with the expected prizes.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from typing import Any, NamedTuple
 
@@ -43,12 +45,18 @@ class SPCTSP(Problem):
     has_depot = True
     Instance = SPCTSPInstance
     sizes = (20, 50, 100)
+    observation = (*PCTSP.observation[:1],
+                   dataclasses.replace(PCTSP.observation[1], meaning="expected prize in [0, max(1, 4/n)], depot 0"),
+                   PCTSP.observation[2],
+                   dataclasses.replace(PCTSP.observation[3], meaning="``max(0, 1 - real prize collected)``"),
+                   *PCTSP.observation[4:])
     policy = PCTSP.policy  # the expected prize is what a network sees (Kool's ``deterministic_prize``)
     profits = PCTSP.profits
     drawing = PCTSP.drawing  # node area: the expected prize; PCTSP's refusals (the prize of 1 is the real one)
     gauge = staticmethod(PCTSP.gauge)  # the real prize collected
     left_out_cost = staticmethod(PCTSP.left_out_cost)  # the penalties of the unvisited nodes
     doc = EnvDoc(
+        cost=PCTSP.doc.cost,
         summary="Stochastic prize-collecting TSP: as PCTSP, but a node's real prize is revealed only when it is "
                 "visited.",
         description="PCTSP's instances (Kool et al. 2019): depot (node 0) and n nodes uniform in the unit square, "
@@ -56,12 +64,6 @@ class SPCTSP(Problem):
                     "[0, 2 * expected prize] and stays hidden until the node is visited. The tour must collect a "
                     "real prize of at least 1.",
         action="the next node; 0 returns to the depot and ends the tour.",
-        observation=(("locs", "float32", "(N, 2)", "coordinates in [0, 1], depot first"),
-                     ("prize", "float32", "(N,)", "expected prize in [0, max(1, 4/n)], depot 0"),
-                     ("penalty", "float32", "(N,)", "penalty in [0, max(sqrt(2) N, 6/n)] if left unvisited, depot 0"),
-                     ("prize_to_collect", "float32", "(1,)", "``max(0, 1 - real prize collected)``"),
-                     ("current_node", "int64 (``Discrete(N)``)", "()", "where the tour is (0 = depot)"),
-                     ("step", "float32", "(1,)", "actions taken, in [0, N]")),
         mask="every unvisited node; the depot once the real prize collected reaches 1, or when every node has "
              "been visited.",
         rewards="Minus the edge length of the step; the final (depot) step also subtracts the penalties of the "
@@ -118,12 +120,6 @@ class SPCTSP(Problem):
         """PCTSP's rules and cost on the real prizes. Inactive sub-envs arrive with ``action == current``."""
         new, cost = PCTSP.transition(state._replace(instance=SPCTSP._collecting(state.instance)), action, active)
         return new._replace(instance=state.instance), cost
-
-    @staticmethod
-    def bounds(n_total: int) -> dict:
-        """Observation entries as ``key -> (shape, low, high)``: PCTSP's (``prize`` is the expected prize,
-        ``prize_to_collect`` in [0, 1] whatever the real prizes)."""
-        return PCTSP.bounds(n_total)
 
     @staticmethod
     def observe(state: PCTSPState) -> dict[str, Tensor]:

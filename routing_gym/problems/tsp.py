@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, PolicyInputs, Problem, as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
+from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, node_index, steps_taken, as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
     generation_device
 from .masks import empty_mask, flags, full_mask, mark, mask_of
 
@@ -38,32 +38,26 @@ class TSP(Problem):
     name = "tsp"
     label = "TSP"
     has_depot = False
-    node_indices = ("first_node", "current_node")
     min_num_nodes = 2
     Instance = TSPInstance
+    observation = (Obs("locs", ("N", 2), "coordinates in [0, 1]"),
+                   node_index("first_node", "start node (0 before the first action)"),
+                   node_index("current_node", "last node visited (0 before the first action)"),
+                   steps_taken(float, "N"))
     policy = PolicyInputs(node_features=(), context_nodes=("first_node", "current_node"), placeholder_at_start=True)
-    drawing = Drawing(legend="diamond = start   orange = current node", paths="tour")
+    drawing = Drawing(legend=(LegendEntry("start", "start"), LegendEntry("current", "current node")), paths="tour")
     doc = EnvDoc(
+        cost="tour length",
         summary="Travelling salesman: visit each of N nodes once and return to the start, minimising length.",
         description="N nodes uniform in the unit square (Kool, van Hoof & Welling, ICLR 2019). The first action "
                     "chooses\nthe start node; every action appends a node to the tour.",
         action="the next node.",
-        observation=(("locs", "float32", "(N, 2)", "coordinates in [0, 1]"),
-                     ("first_node", "int64 (``Discrete(N)``)", "()", "start node (0 before the first action)"),
-                     ("current_node", "int64 (``Discrete(N)``)", "()", "last node visited (0 before the first action)"),
-                     ("step", "float32", "(1,)", "actions taken, in [0, N]")),
         mask="the unvisited nodes.",
         rewards="Minus the length of the edge added by the step (0 for the first action); the last step also "
                 "adds\nthe closing edge back to the start. The episode's rewards sum to minus the tour length.",
         starting_state='A fresh random instance from ``self.np_random``, or ``options["instance"] = {"locs": (N, 2)}``.',
         episode_end="Terminates when every node is visited",
         example='>>> obs["locs"].shape, int(obs["action_mask"].sum())\n((20, 2), 20)')
-
-    @staticmethod
-    def gauge(state) -> tuple[float, str, bool]:
-        """The renderer's footer for a batch-1 state: (fill fraction, text, threshold reached)."""
-        k, n = int(state.visited[0].sum()), state.visited.shape[1]
-        return k / n, f"visited {k} / {n}", False
 
     @staticmethod
     def generate(batch_size: int, num_nodes: int, *, generator: torch.Generator | None = None,
@@ -117,11 +111,6 @@ class TSP(Problem):
     def noop(state: TSPState) -> Tensor:
         """The action a finished sub-env takes: staying at its current node."""
         return state.current
-
-    @staticmethod
-    def bounds(n_total: int) -> dict:
-        """Observation entries as ``key -> (shape, low, high)`` (float32 Boxes in the env)."""
-        return {"step": ((1,), 0.0, float(n_total)), "locs": ((n_total, 2), 0.0, 1.0)}
 
     @staticmethod
     def observe(state: TSPState) -> dict[str, Tensor]:
