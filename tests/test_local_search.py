@@ -145,3 +145,10 @@ def test_improve__round_limit_bounds_the_moves():
     _, full = improve(TSP, inst, start)
     assert torch.equal(none, tour_cost(TSP, inst, start))
     assert (full <= few).all() and (few < none).all()
+
+
+def test_improve__no_round_starts_past_the_time_limit():
+    inst = instances(CVRP, 4, 10)
+    start = construct(CVRP, inst)
+    tours, cost = improve(CVRP, inst, start, time_limit=0.0)
+    assert torch.equal(tours[:, :start.shape[1]], start) and torch.equal(cost, tour_cost(CVRP, inst, start))
