@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
+from gymnasium.utils import seeding
 
 from .problems import PROBLEMS, step
 from .problems.base import compiled
@@ -59,6 +60,14 @@ def padded_tour(actions: list[int], length: int) -> np.ndarray:
     return tour
 
 
+def check_seed(seed: Any) -> None:
+    """Refuse what Gymnasium's ``np_random`` refuses (``gymnasium.error.Error`` for a float, a string or a
+    negative number), and a bool, which it would take as 0 or 1."""
+    if isinstance(seed, (bool, np.bool_)):
+        raise gym.error.Error(f"Seed must be a python integer, actual type: {type(seed)}")
+    seeding.np_random(seed)
+
+
 def seeded_generator(np_random: np.random.Generator) -> torch.Generator:
     """A CPU torch generator seeded from a Gymnasium ``np_random`` stream (one draw)."""
     return torch.Generator().manual_seed(int(np_random.integers(0, 2**63 - 1)))
@@ -91,7 +100,8 @@ class RoutingEnv(gym.Env):
         self.invalid_action = invalid_action
         self.render_mode = render_mode
         self.render_size = frame_size(render_size)
-        self._step = compiled(step, "cpu", self.problem) if check_flag(compile, "compile") else step
+        self.compile = check_flag(compile, "compile")
+        self._step = compiled(step, "cpu", self.problem) if self.compile else step
         self._variant = self.problem.check_variant(variant)
         self.observation_space = observation_space(self.problem, self.n_total)
         self.action_space = spaces.Discrete(self.n_total)
@@ -125,6 +135,8 @@ class RoutingEnv(gym.Env):
                 the problem's per-node fields; OP also ``max_length``), or the problem's ``Instance`` of
                 batch 1; both validated alike, ``ValueError`` names a bad field.
         """
+        if seed is not None:
+            check_seed(seed)
         super().reset(seed=seed)
         options = dict(options or {})
         data = options.pop("instance", None)
@@ -168,12 +180,12 @@ class RoutingEnv(gym.Env):
         info: dict[str, Any] = {}
         if invalid.item():
             self._invalid = True
-            info["invalid_action"] = True
+            info["invalid_action"] = np.bool_(True)
         else:
             self._tour.append(a)
         if terminated:
-            info.setdefault("invalid_action", False)
-            info["cost"] = -self._return
+            info.setdefault("invalid_action", np.bool_(False))
+            info["cost"] = np.float64(-self._return)
             info["tour"] = padded_tour(self._tour, self.problem.max_steps(self.n_total))
         if self.render_mode == "human":
             self.render()
@@ -203,6 +215,8 @@ class RoutingEnv(gym.Env):
             gym.logger.warn("render() called without a render_mode; make the env with render_mode='rgb_array' "
                             "or 'human'")
             return None
+        if self.state is None:
+            raise gym.error.ResetNeeded("call reset() before render()")
         from .render import Viewer
 
         if self._viewer is None:
@@ -214,6 +228,14 @@ class RoutingEnv(gym.Env):
         if self._viewer is not None:
             self._viewer.close()
             self._viewer = None
+
+    def __getstate__(self):
+        """Pickled without the compiled step and the window, which are made anew when unpickled."""
+        return {**self.__dict__, "_step": None, "_viewer": None}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._step = compiled(step, "cpu", self.problem) if self.compile else step
 
 
 ENV_TEMPLATE = """{doc.summary}

@@ -16,9 +16,9 @@ from gymnasium.utils import seeding
 from gymnasium.vector.utils import batch_space
 from torch import Tensor
 
-from .env import INVALID_ACTION_MODES, check_flag, observation_space, resolve_num_nodes, seeded_generator, sized_classes
+from .env import INVALID_ACTION_MODES, check_flag, check_seed, observation_space, resolve_num_nodes, seeded_generator, sized_classes
 from .problems import PROBLEMS, step
-from .problems.base import compiled, finish, is_allowed
+from .problems.base import compiled, finish, is_allowed, native_array
 from .problems.masks import flags
 from .render import frame_size
 
@@ -26,8 +26,8 @@ ARRAY_TYPES = ("numpy", "torch")
 
 
 def resolve_device(device: Any) -> torch.device:
-    """``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a ``torch.device``; a name torch does not know, or CUDA (or
-    a CUDA index) that this machine does not have, is a ``ValueError``."""
+    """``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a ``torch.device``; a name torch does not know, or a device
+    (or an index) that this machine does not have (CUDA, MPS, ...), is a ``ValueError``."""
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError):
@@ -38,21 +38,26 @@ def resolve_device(device: Any) -> torch.device:
             raise ValueError(f"device {device!r} asked for, but CUDA is not available on this machine")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise ValueError(f"device {device!r} asked for, but only {torch.cuda.device_count()} CUDA device(s) exist")
+    try:
+        torch.empty(0, device=dev)
+    except (RuntimeError, AssertionError) as e:
+        raise ValueError(f"device {device!r} asked for, but this torch cannot use it on this machine "
+                         f"({type(e).__name__} creating a tensor there)") from None
     return dev
 
 
 def seeds_of(seed: Any, num_envs: int) -> list[int]:
     """The B sub-env seeds of ``reset(seed=...)``: ``s`` gives ``s + i`` (Gymnasium's vector convention),
     a list or tuple gives one per sub-env; each is checked as the single env checks its seed (Gymnasium's
-    ``np_random``: ``gymnasium.error.Error`` for a float, a string or a negative number)."""
+    ``np_random``: ``gymnasium.error.Error`` for a float, a string, a bool or a negative number)."""
     if not isinstance(seed, (list, tuple)):
-        seeding.np_random(seed)
+        check_seed(seed)
         return [seed + i for i in range(num_envs)]
     if len(seed) != num_envs:
         raise ValueError(f"seed must be an int or a list of {num_envs} ints, got {len(seed)}")
     for s in seed:
-        seeding.np_random(s)
-    return list(seed)
+        check_seed(s)
+    return [int(s) for s in seed]
 
 
 def slice_rows(state, start: int, stop: int):
@@ -216,6 +221,8 @@ class RoutingVectorEnv(VectorEnv):
         if max_episode_steps is not None and (isinstance(max_episode_steps, bool) or not isinstance(
                 max_episode_steps, (int, np.integer)) or max_episode_steps < 1):
             raise ValueError(f"max_episode_steps must be a positive integer or None, got {max_episode_steps!r}")
+        if max_episode_steps is not None:  # beyond what an int64 step count reaches: the same as never
+            max_episode_steps = min(int(max_episode_steps), torch.iinfo(torch.int64).max)
         try:
             mode = AutoresetMode(autoreset_mode)
         except ValueError:
@@ -225,7 +232,8 @@ class RoutingVectorEnv(VectorEnv):
         self.num_nodes = int(num_nodes)
         self.n_total = self.problem.num_nodes_total(self.num_nodes)
         self.device = resolve_device(device)
-        self._advance = compiled(advance, self.device.type, self.problem) if check_flag(compile, "compile") else advance
+        self.compile = check_flag(compile, "compile")
+        self._advance = compiled(advance, self.device.type, self.problem) if self.compile else advance
         self.array_type = array_type
         self.invalid_action = invalid_action
         self.max_episode_steps = max_episode_steps
@@ -294,20 +302,22 @@ class RoutingVectorEnv(VectorEnv):
         seeds = None
         if seed is not None:
             seeds = seeds_of(seed, self.num_envs)
-            self._generator.manual_seed(seeds[0])
+            self._generator.manual_seed(seeds[0] % 2**64)  # torch takes seeds below 2**64
             self._pool, self._pool_next = None, 0  # automatic resets restart from the new seed
             self._standby, self._autoreset_steps = None, 0
         if reset_mask is None:
-            flags = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+            chosen = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
         else:
-            m = torch.as_tensor(np.asarray(reset_mask) if not isinstance(reset_mask, Tensor) else reset_mask)
+            m = reset_mask.detach() if isinstance(reset_mask, Tensor) else torch.as_tensor(native_array(reset_mask))
             if m.shape != (self.num_envs,) or m.dtype != torch.bool:
                 raise ValueError(f"reset_mask must be a bool array of shape ({self.num_envs},), "
                                  f"got {m.dtype} {tuple(m.shape)}")
-            flags = m.to(self.device)
-        rows = flags.nonzero().flatten()
+            chosen = m.to(self.device)
+        rows = chosen.nonzero().flatten()
         if self.state is None and len(rows) != self.num_envs:
             raise ValueError("the first reset must reset every sub-env (no reset_mask, or an all-True one)")
+        if len(rows) == 0:  # nothing to reset (the seed, if any, still restarts the automatic resets)
+            return self._observation(), {}
         instances = None
         if data is not None:
             full = self._user_instances(data)
@@ -315,8 +325,8 @@ class RoutingVectorEnv(VectorEnv):
         picked = None if seeds is None else [seeds[i] for i in rows.tolist()]
         fresh = self._fresh(len(rows), picked, instances)
         self.state = fresh if len(rows) == self.num_envs else replace_rows(self.state, rows, fresh)
-        self._needs_reset.masked_fill_(flags, False)
-        self._clear_records(flags)
+        self._needs_reset.masked_fill_(chosen, False)
+        self._clear_records(chosen)
         return self._observation(), {}
 
     def step(self, actions):
@@ -387,9 +397,10 @@ class RoutingVectorEnv(VectorEnv):
         """The (B,) int64 actions on the device, checked as the class docstring says: dtype and shape
         always, the range of numpy actions on the host (no host synchronisation either way)."""
         if isinstance(actions, Tensor):
+            actions = actions.detach()
             integer = not (actions.dtype == torch.bool or actions.is_floating_point() or actions.is_complex())
         else:
-            actions = np.asarray(actions)
+            actions = native_array(actions)
             integer = np.issubdtype(actions.dtype, np.integer)
         if not integer:
             raise ValueError(f"actions must be node indices (integers), got dtype {actions.dtype}")
@@ -440,6 +451,8 @@ class RoutingVectorEnv(VectorEnv):
         if self.render_mode is None:
             gym.logger.warn("render() called without render_mode; make the vector env with render_mode='rgb_array'")
             return None
+        if self.state is None:
+            raise gym.error.ResetNeeded("call reset() before render()")
         from .render import Viewer
 
         if self._viewer is None:
@@ -450,10 +463,36 @@ class RoutingVectorEnv(VectorEnv):
         return tuple(self._viewer.draw(slice_rows(self.state, i, i + 1), tours[i][tours[i] >= 0].tolist(), costs[i],
                                        invalid=invalid[i]) for i in range(self.num_envs))
 
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple:
+        """Gymnasium's ``VectorEnv.call``: one result per sub-env. ``name`` is an attribute or method of this
+        env (``call("action_masks")`` gives B masks of shape (N,)); a batched result (leading axis B) is
+        split into its rows, any other result is repeated for each sub-env."""
+        value = getattr(self, name)
+        if callable(value):
+            value = value(*args, **kwargs)
+        if isinstance(value, (np.ndarray, Tensor)) and value.ndim and value.shape[0] == self.num_envs:
+            return tuple(value[i] for i in range(self.num_envs))
+        return tuple(value for _ in range(self.num_envs))
+
+    def get_attr(self, name: str) -> tuple:
+        """Gymnasium's ``VectorEnv.get_attr``: the attribute ``name`` per sub-env (as :meth:`call`)."""
+        return self.call(name)
+
     def close_extras(self, **kwargs):
         if self._viewer is not None:
             self._viewer.close()
             self._viewer = None
+
+    def __getstate__(self):
+        """Pickled without the compiled step and the frame renderer (made anew when unpickled); the
+        generator of automatic resets as its state."""
+        return {**self.__dict__, "_advance": None, "_viewer": None, "_generator": self._generator.get_state()}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._generator = torch.Generator(device=self.device)
+        self._generator.set_state(state["_generator"])
+        self._advance = compiled(advance, self.device.type, self.problem) if self.compile else advance
 
 
 def vector_env_class(problem) -> type[RoutingVectorEnv]:

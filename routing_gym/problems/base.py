@@ -484,7 +484,7 @@ def as_tours(instance, tours) -> Tensor:
     """``tours`` (B, S) as an int64 tensor on the instances' device; ``ValueError`` unless it holds
     integers (a float array is refused even where its values are whole: a tour is node indices, and the
     check reads the dtype only) and has B rows."""
-    tours = torch.as_tensor(tours, device=instance.locs.device)
+    tours = (tours.detach() if isinstance(tours, Tensor) else torch.as_tensor(native_array(tours))).to(instance.locs.device)
     if tours.dtype == torch.bool or tours.is_floating_point() or tours.is_complex():
         raise ValueError(f"tours must hold integer node indices, got dtype {tours.dtype}")
     if tours.dim() != 2 or tours.shape[0] != instance.locs.shape[0]:
@@ -551,12 +551,21 @@ def tour_cost(problem, instance, tours: Tensor) -> Tensor:
     return cost
 
 
+def native_array(value: Any) -> np.ndarray:
+    """``value`` as a numpy array torch can take without a copy's surprises: C-contiguous (a negative-stride
+    view such as ``x[::-1]`` is copied) and in the machine's byte order (a big-endian array is converted)."""
+    arr = np.asarray(value)
+    if arr.dtype.byteorder not in ("=", "|"):
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")
+
+
 def as_float_tensor(value: Any, name: str, shape: tuple, device: Any) -> Tensor:
     """One instance field (an array-like, or a tensor, which stays on its device when ``device`` is None)
     as a float32 tensor on ``device``, checking that it holds real numbers (not bools), its shape and its
     finiteness (``ValueError`` names the field)."""
     try:
-        arr = value if isinstance(value, Tensor) else torch.as_tensor(np.asarray(value))
+        arr = value.detach() if isinstance(value, Tensor) else torch.as_tensor(native_array(value))
     except (TypeError, ValueError, RuntimeError) as e:
         raise ValueError(f"instance field '{name}' is not numeric: {e}") from None
     if arr.dtype == torch.bool or arr.is_complex():
