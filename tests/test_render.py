@@ -419,7 +419,7 @@ def test_legend__current_node_entry_only_on_frames_that_show_one(problem):
 def test_legend__problem_words_become_the_renderers_glyphs():
     entries = render.legend_entries("cvrp")
     assert [(e.glyph, e.text) for e in entries] == [
-        ("depot", "depot"), ("current", "current node"), ("routes", "one colour per route"),
+        ("depot", "depot"), ("current", "current node"), ("routes", "one colour per route"), ("size", "demand"),
         ("unavailable", "does not fit")]
     assert [(e.glyph, e.text) for e in render.legend_entries("tsp")] == [
         ("start", "start"), ("current", "current node"), ("unavailable", "not allowed now")]
@@ -431,8 +431,8 @@ def test_legend__problem_words_become_the_renderers_glyphs():
 
 def test_legend__entries_follow_what_the_frame_shows():
     first, *_, last = episode_snapshots("cvrp", n=12)
-    assert [e.glyph for e in render.frame_legend(first[0])] == ["depot", "current"]  # no route, no hollow node yet
-    assert [e.glyph for e in render.frame_legend(last[0])] == ["depot", "routes"]
+    assert [e.glyph for e in render.frame_legend(first[0])] == ["depot", "current", "size"]  # no route, no hollow node yet
+    assert [e.glyph for e in render.frame_legend(last[0])] == ["depot", "routes", "size"]
     hollow = [s for s, _ in episode_snapshots("cvrp", n=12) if render.look(s).hollow.any()]
     assert hollow and all(("unavailable", "does not fit") in render.frame_legend(s) for s in hollow)
     pctsp_final = episode_snapshots("pctsp", n=12, seed=1)[-1][0]

@@ -62,7 +62,8 @@ class CVRP(Problem):
     policy = PolicyInputs(node_features=("demand",), context_nodes=("current_node",),
                           context_scalars=("remaining_capacity",))
     drawing = Drawing(legend=(LegendEntry("depot", "depot"), LegendEntry("routes", "one colour per route"),
-                              LegendEntry("unavailable", "does not fit")), paths="trips",
+                              LegendEntry("size", "demand"), LegendEntry("unavailable", "does not fit")),
+                      paths="trips", size_by="demand",
                       depot_refusal="the depot cannot be chosen twice in a row (or before any customer)",
                       node_refusal="node {i} does not fit in the vehicle: return to the depot first")
     doc = EnvDoc(

@@ -1,0 +1,164 @@
+"""One script for a GPU: env steps per second over batch sizes, a TSP-50 training epoch and greedy decoding.
+
+Prints three tables (markdown), each section bounded in time, under 8 minutes on one GPU with the defaults:
+
+1. Core step throughput of each problem at n = 50 for B = 2^10 .. 2^17: the problem's batched ``step``
+   eager, compiled (``torch.compile``, what ``compile=True`` runs) and compiled with CUDA graphs
+   (``mode="reduce-overhead"``; CUDA only). Random masked actions drawn outside the timing, a fresh batch
+   whenever every episode has ended (not timed).
+2. A TSP-50 training epoch of ``--epoch-size`` instances (the paper's 1,280,000) with the bundled trainer
+   (``Trainer.train_batch``: generation, sampling rollout, greedy-rollout baseline, backward, Adam), in
+   fp32 and in bf16 autocast; where ``--epoch-budget`` seconds run out first, the epoch time is
+   extrapolated from the batches done (said in the table).
+3. Greedy decoding of ``--decode-instances`` TSP-100 instances (10,000) with an untrained model of the
+   paper's size (decoding time does not depend on the weights).
+
+On the CPU (no GPU) it runs at tiny sizes with ``--tiny``, which the test suite does, so the script stays
+runnable where no GPU is lent.
+
+    python benchmarks/gpu.py                 # on a CUDA machine
+    python benchmarks/gpu.py --tiny          # CPU smoke run (seconds)
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from agents.inference.rollout import evaluate
+from agents.training.config import TrainConfig
+from agents.training.reinforce import Trainer
+from routing_gym.problems import PROBLEMS, get_problem, step
+from routing_gym.problems.base import compiled
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--problems", nargs="+", default=sorted(PROBLEMS), help="problems of the step table")
+    p.add_argument("--num-nodes", type=int, default=50)
+    p.add_argument("--min-exp", type=int, default=10, help="smallest batch 2^min-exp")
+    p.add_argument("--max-exp", type=int, default=17, help="largest batch 2^max-exp")
+    p.add_argument("--step-seconds", type=float, default=0.5, help="timed seconds per step-table cell")
+    p.add_argument("--epoch-size", type=int, default=1_280_000)
+    p.add_argument("--batch-size", type=int, default=512)
+    p.add_argument("--epoch-budget", type=float, default=60.0, help="seconds per training-epoch row")
+    p.add_argument("--decode-instances", type=int, default=10_000)
+    p.add_argument("--decode-nodes", type=int, default=100)
+    p.add_argument("--tiny", action="store_true", help="CPU smoke sizes: B up to 2^6, 1,024-instance epoch, "
+                                                       "64 decoded instances")
+    args = p.parse_args(argv)
+    if args.tiny:
+        args.min_exp, args.max_exp, args.step_seconds = 4, 6, 0.05
+        args.epoch_size, args.batch_size, args.epoch_budget = 1024, 128, 5.0
+        args.decode_instances, args.decode_nodes, args.num_nodes = 64, 20, 10
+    return args
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def step_rate(problem, batch: int, n: int, device: torch.device, fn, seconds: float) -> float:
+    """Steps per second (batch x calls / timed seconds) of ``fn(problem, state, action)``."""
+    g = torch.Generator(device=device).manual_seed(0)
+    fresh = lambda: problem.reset(problem.generate(batch, n, generator=g, device=device))  # noqa: E731
+    state = fresh()
+    for _ in range(3):  # warm-up (compiles)
+        action = torch.multinomial(state.mask.float(), 1, generator=g).squeeze(1)
+        state = fn(problem, state, action)[0]
+    timed, calls = 0.0, 0
+    while timed < seconds:
+        if bool(state.done.all()):
+            state = fresh()
+        action = torch.multinomial(state.mask.float(), 1, generator=g).squeeze(1)
+        sync(device)
+        start = time.perf_counter()
+        state = fn(problem, state, action)[0]
+        sync(device)
+        timed += time.perf_counter() - start
+        calls += 1
+    return batch * calls / timed
+
+
+def step_table(args, device: torch.device) -> str:
+    modes = {"eager": lambda p: step, "compiled": lambda p: compiled(step, device.type, p)}
+    if device.type == "cuda":
+        modes["compiled + CUDA graphs"] = lambda p: torch.compile(step, dynamic=False, mode="reduce-overhead")
+    batches = [2**e for e in range(args.min_exp, args.max_exp + 1)]
+    rows = ["| problem | mode | " + " | ".join(f"B=2^{b.bit_length() - 1}" for b in batches) + " |",
+            "|---|---|" + "---:|" * len(batches)]
+    for name in args.problems:
+        problem = get_problem(name)
+        for mode, make in modes.items():
+            fn = make(problem)
+            cells = []
+            for b in batches:
+                try:
+                    cells.append(f"{step_rate(problem, b, args.num_nodes, device, fn, args.step_seconds) / 1e6:.2f}")
+                except torch.OutOfMemoryError:
+                    cells.append("OOM")
+            rows.append(f"| {problem.label} | {mode} | " + " | ".join(cells) + " |")
+            print(rows[-1], flush=True)
+    return "Core step throughput, million steps/s, n = {}\n\n".format(args.num_nodes) + "\n".join(rows)
+
+
+def epoch_row(args, device: torch.device, bf16: bool) -> str:
+    cfg = TrainConfig(problem="tsp", num_nodes=50 if not args.tiny else args.num_nodes, batch_size=args.batch_size,
+                      epoch_size=args.batch_size, eval_size=args.batch_size, val_size=args.batch_size,
+                      device=str(device), bf16=bf16, warmup_epochs=0, out_dir="/tmp/routing-gym-gpu-bench")
+    trainer = Trainer(cfg)
+    trainer.train_batch()  # warm-up
+    sync(device)
+    batches = -(-args.epoch_size // args.batch_size)
+    start, done = time.perf_counter(), 0
+    while done < batches and time.perf_counter() - start < args.epoch_budget:
+        trainer.train_batch()
+        done += 1
+    sync(device)
+    seconds = time.perf_counter() - start
+    epoch = seconds * batches / done
+    how = "measured" if done == batches else f"extrapolated from {done} of {batches} batches"
+    return (f"| TSP-{cfg.num_nodes} | {'bf16' if bf16 else 'fp32'} | {args.batch_size} | {epoch:,.1f} s ({how}) | "
+            f"{done * args.batch_size / seconds:,.0f} |")
+
+
+def decode_row(args, device: torch.device) -> str:
+    from agents.policies.attention_model import AttentionModel, AttentionModelConfig
+
+    policy = AttentionModel(AttentionModelConfig(problem="tsp")).to(device)
+    instances = get_problem("tsp").generate(args.decode_instances, args.decode_nodes,
+                                            generator=torch.Generator().manual_seed(0))
+    chunk = min(args.decode_instances, 10_000 if device.type == "cuda" else 1000)
+    evaluate(policy, "tsp", type(instances)(*(f[:chunk] for f in instances)), batch_size=chunk, device=device)
+    sync(device)
+    start = time.perf_counter()
+    with torch.no_grad():
+        cost = evaluate(policy, "tsp", instances, batch_size=chunk, device=device)
+    sync(device)
+    seconds = time.perf_counter() - start
+    return (f"| TSP-{args.decode_nodes} | {args.decode_instances:,} | {chunk:,} | {seconds:.2f} s | "
+            f"{float(cost.mean()):.3f} (untrained) |")
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    device = torch.device(args.device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    print(f"torch {torch.__version__}, device {device} ({name})\n", flush=True)
+    print(step_table(args, device), "\n", flush=True)
+    print("Training epoch (Trainer.train_batch, greedy-rollout baseline)\n")
+    print("| problem | precision | batch | epoch time | instances/s |\n|---|---|---:|---:|---:|")
+    for bf16 in (False, True):
+        if bf16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+            continue
+        print(epoch_row(args, device, bf16), flush=True)
+    print("\nGreedy decoding\n")
+    print("| problem | instances | chunk | time | mean cost |\n|---|---:|---:|---:|---:|")
+    print(decode_row(args, device), flush=True)
+
+
+if __name__ == "__main__":
+    main()
