@@ -3,8 +3,10 @@
 The vector env steps B sub-envs in one batched call and hands torch tensors straight to the policy
 (``array_type="torch"``). ``SAME_STEP`` autoreset gives the classic CleanRL semantics: when a sub-env's
 episode ends, the step returns its reward and ``terminated`` flag together with the first observation of
-its next episode (the finished episode's info under ``info["final_info"]``). The policy masks its logits
-with the observation's ``action_mask`` (int8, 1 = allowed), so no action is ever refused. An MLP over the
+its next episode (the finished episode's info under ``info["final_info"]``). ``RecordEpisodeStatistics``
+from ``routing_gym.wrappers`` (Gymnasium's, for tensors) adds ``info["episode"]`` and keeps the last
+episodes' returns on the device, read only when logging. The policy masks its logits with the
+observation's ``action_mask`` (int8, 1 = allowed), so no action is ever refused. An MLP over the
 flattened observation (plus the distances from the current node) keeps the file short; the Attention
 Model in ``agents`` is the stronger policy.
 
@@ -28,6 +30,7 @@ from torch import nn
 from torch.distributions import Categorical
 
 import routing_gym  # noqa: F401  (registers the routing/ ids)
+from routing_gym.wrappers import RecordEpisodeStatistics
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -90,6 +93,7 @@ def main(argv=None) -> dict:
     device = torch.device(args.device)
     envs = gym.make_vec(args.env_id, num_envs=args.num_envs, vectorization_mode="vector_entry_point",
                         device=device, array_type="torch", autoreset_mode=AutoresetMode.SAME_STEP)
+    envs = RecordEpisodeStatistics(envs, buffer_length=500)  # info["episode"], kept on the device
     space = envs.single_observation_space
     obs, _ = envs.reset(seed=args.seed)
     agent = Agent(flatten(obs, space).shape[1], int(envs.single_action_space.n)).to(device)
@@ -104,7 +108,6 @@ def main(argv=None) -> dict:
     actions = torch.zeros(t, b, dtype=torch.long, device=device)
     logprobs, rewards, dones, values = (torch.zeros(t, b, device=device) for _ in range(4))
     next_done = torch.zeros(b, device=device)
-    episode_costs: list[float] = []
     start = time.perf_counter()
 
     for iteration in range(1, iterations + 1):
@@ -114,12 +117,9 @@ def main(argv=None) -> dict:
             with torch.no_grad():
                 action, logprob, _, value = agent.get_action_and_value(x, obs["action_mask"])
             actions[step], logprobs[step], values[step] = action, logprob, value
-            obs, reward, terminated, truncated, info = envs.step(action)
+            obs, reward, terminated, truncated, _ = envs.step(action)
             rewards[step] = reward
             next_done = (terminated | truncated).float()
-            if "final_info" in info:  # episodes that ended in this step
-                ended = info["final_info"]["_cost"]
-                episode_costs.extend(info["final_info"]["cost"][ended].tolist())
 
         with torch.no_grad():  # generalised advantage estimation, gamma = 1
             next_value = agent.get_value(flatten(obs, space))
@@ -149,12 +149,12 @@ def main(argv=None) -> dict:
                 optimizer.step()
 
         if iteration % 20 == 0 or iteration == iterations:
-            recent = episode_costs[-500:]
+            recent = -np.array(envs.return_queue)  # the costs of the last 500 episodes (read from the device)
             print(f"iteration {iteration:4d}/{iterations}  steps {iteration * batch_size:8,d}  "
                   f"mean cost of the last {len(recent)} episodes {np.mean(recent):.3f}  "
                   f"{time.perf_counter() - start:5.0f} s")
     envs.close()
-    return {"episodes": len(episode_costs), "mean_cost": float(np.mean(episode_costs[-500:]))}
+    return {"episodes": envs.episode_count, "mean_cost": float(-np.mean(envs.return_queue))}
 
 
 if __name__ == "__main__":
