@@ -8,9 +8,10 @@ method      problems                    what runs (package)
 ``ortools`` TSP, CVRP, OP, PCTSP        OR-Tools routing: guided local search; OP and PCTSP drop nodes via
                                         disjunctions (penalty = prize resp. penalty), OP bounds a distance
                                         dimension, PCTSP puts a minimum on a prize dimension
-``pyvrp``   TSP, CVRP, OP, PCTSP        PyVRP's iterated local search; OP and PCTSP as prize-collecting
-                                        (optional clients); OP bounds ``max_distance``; PCTSP's prize
-                                        minimum by Lagrangian relaxation (below)
+``pyvrp``   TSP, CVRP, OP, PCTSP,       PyVRP's iterated local search; OP and PCTSP as prize-collecting
+            CVRPTW                      (optional clients); OP bounds ``max_distance``; PCTSP's prize
+                                        minimum by Lagrangian relaxation (below); CVRPTW with PyVRP's own
+                                        time windows (:func:`pyvrp_time_windows`)
 ==========  ==========================  =====================================================================
 
 Integer data. The solvers work in integers: coordinates and distances are scaled by :data:`SCALE`
@@ -57,7 +58,7 @@ SCALE = 10 ** 6  # unit-square coordinates -> integer distances
 PRIZE_RESOLUTION = 10 ** 4  # OP prizes rounded to 1e-4
 PACKAGES = {"lkh": "elkai", "ortools": "ortools", "pyvrp": "pyvrp"}  # method -> PyPI package (extra)
 SUPPORTED = {"exact": ("tsp",), "lkh": ("tsp",), "ortools": ("tsp", "cvrp", "op", "pctsp"),
-             "pyvrp": ("tsp", "cvrp", "op", "pctsp")}
+             "pyvrp": ("tsp", "cvrp", "op", "pctsp", "cvrptw")}
 METHODS = tuple(SUPPORTED)
 
 
@@ -323,7 +324,34 @@ def pyvrp_solver(name: str, data: dict, time_limit: float, seed: int) -> list[in
         routes, _ = pyvrp_routes(data, dist, prize=prize, max_distance=op_budget(data), distance_cost=0,
                                  duration=coarse, time_limit=time_limit, seed=seed)
         return routes_to_actions(name, routes)
+    if name == "cvrptw":
+        return routes_to_actions(name, pyvrp_time_windows(data, time_limit, seed)[0])
     return pyvrp_pctsp(data, time_limit, seed)
+
+
+def pyvrp_time_windows(data: dict, time_limit: float, seed: int) -> tuple[list[list[int]], int]:
+    """CVRPTW (``time_windows``, ``service_time``, unit speed) in PyVRP: ``(routes, PyVRP's distance in units
+    of 1 / SCALE)``. Distances, the cost, rounded to the nearest unit; travel and service times rounded up,
+    openings up and closings down, so that PyVRP's clock never runs behind the env's and a route it finds
+    feasible is feasible in the env (the env's 1e-5 slack absorbs its float32 sums)."""
+    import pyvrp
+    from pyvrp.stop import MaxRuntime
+
+    locs, n = data["locs"].astype(np.float64), len(data["locs"])
+    windows, service = data["time_windows"].astype(np.float64) * SCALE, data["service_time"].astype(np.float64) * SCALE
+    demand = np.rint(data["demand"].astype(np.float64) * SCALE).astype(np.int64)
+    model = pyvrp.Model()
+    horizon = int(np.floor(windows[0, 1]))
+    depot = model.add_depot(model.add_location(x=float(locs[0, 0]), y=float(locs[0, 1])), tw_late=horizon)
+    for i in range(1, n):
+        model.add_client(model.add_location(x=float(locs[i, 0]), y=float(locs[i, 1])), delivery=[int(demand[i])],
+                         service_duration=int(np.ceil(service[i])), tw_early=int(np.ceil(windows[i, 0])),
+                         tw_late=int(np.floor(windows[i, 1])))
+    model.add_vehicle_type(num_available=n - 1, capacity=[SCALE], start_depot=depot, end_depot=depot, tw_late=horizon)
+    problem = model.data().replace(distance_matrices=[int_distances(locs)],
+                                   duration_matrices=[int_distances(locs, round_up=True)])
+    best = pyvrp.solve(problem, stop=MaxRuntime(time_limit), seed=seed, display=False).best
+    return [route_nodes(route) for route in best.routes()], int(best.distance())
 
 
 def pyvrp_pctsp(data: dict, time_limit: float, seed: int, max_solves: int = 6) -> list[int]:
