@@ -263,6 +263,7 @@ class Look(NamedTuple):
     start: int | None  # the node drawn as a diamond (a tour's first)
     current: int | None  # the node drawn as the current one (none before a tour starts, nor once done)
     sized: bool  # node areas differ (``size_by``)
+    split: dict  # customer -> the ROUTE_COLOURS indices of the routes that served it, where more than one did
 
 
 def look(snap: Snapshot) -> Look:
@@ -284,19 +285,22 @@ def look(snap: Snapshot) -> Look:
     return Look(paths=paths, route_of=route_of, hollow=hollow, ringed=ringed,
                 start=snap.tour[0] if not depot and snap.tour else None,
                 current=snap.current if started and not snap.done else None,
-                sized=bool(len(radii) and np.ptp(radii) > 1e-9))
+                sized=bool(len(radii) and np.ptp(radii) > 1e-9),
+                split={i: ks for i, ks in serving.items() if len(ks) > 1})
 
 
 def _radii(snap: Snapshot, base: float) -> np.ndarray:
     key = snap.problem.drawing.size_by
     size = snap.fields.get(key) if key else None
-    if size is None or size[1:].max(initial=0.0) <= 0:
+    if size is None:
         return np.full(len(snap.locs), base)
     rel = np.sqrt(np.clip(size / size[1:].max(), 0.0, 1.0))  # area in proportion to the field
     return base * (0.55 + 0.85 * rel)
 
 
 # -- the legend -------------------------------------------------------------------------------------
+    if size[1:].max(initial=0.0) <= 0:  # nothing left anywhere (SDVRP's demand, once delivered): the smallest
+        return np.full(len(snap.locs), base * 0.55)
 NOT_VISITED = "not visited"  # what a hollow node means once the episode is over
 
 
@@ -399,6 +403,10 @@ def _draw_glyph(pygame, surf, glyph: str, x: int, cy: int, px: int, route_colour
         step = _glyph_width(glyph, px) / len(colours)
         for k, colour in enumerate(colours):
             pygame.draw.line(surf, colour, (round(x + k * step + px * 0.06), cy),
+    elif glyph == "split":
+        _sectors(pygame, surf, (round(cx), cy), r * 1.25, list(ROUTE_COLOURS[:2]))  # served by routes 1 and 2
+        pygame.draw.circle(surf, PAPER_COLOUR, (round(cx), cy), round(r * 0.95))
+        pygame.draw.circle(surf, ROUTE_COLOURS[1], (round(cx), cy), round(r * 0.75))
                              (round(x + (k + 1) * step - px * 0.06), cy), max(2, round(px / 6)))
 
 
@@ -515,6 +523,8 @@ def render_surface(problem, state, tour, cost: float, size: tuple[int, int] = (6
             ring = max(1, round((1.0 + 3.0 * rel) * u))
             pygame.draw.circle(surf, PENALTY_COLOUR, p, round(r + ring + outline))
         if i == drawn.start:
+        if i in drawn.split:  # a rim in the colours of the routes that served it, one sector each
+            _sectors(pygame, surf, p, r + outline + max(2, round(2.4 * u)), [ROUTE_COLOURS[k] for k in drawn.split[i]])
             d = round(r * 1.45)
             pygame.draw.polygon(surf, edge, [(p[0], p[1] - d - outline), (p[0] + d + outline, p[1]),
                                              (p[0], p[1] + d + outline), (p[0] - d - outline, p[1])])
@@ -552,6 +562,18 @@ def _arrow(pygame, surf, colour, a, b, size: float) -> None:
     dx, dy = b[0] - a[0], b[1] - a[1]
     length = math.hypot(dx, dy)
     if length < 6 * size:
+def _sectors(pygame, surf, centre, radius: float, colours: list) -> None:
+    """A disc of ``radius`` around ``centre`` cut into equal sectors, one per colour, the first on the left."""
+    cx, cy, radius = float(centre[0]), float(centre[1]), float(radius)
+    k = len(colours)
+    for j, colour in enumerate(colours):
+        a0, a1 = math.pi / 2 + 2 * math.pi * j / k, math.pi / 2 + 2 * math.pi * (j + 1) / k
+        steps = max(4, round(24 / k))
+        arc = [(cx + radius * math.cos(a0 + (a1 - a0) * s / steps), cy + radius * math.sin(a0 + (a1 - a0) * s / steps))
+               for s in range(steps + 1)]
+        pygame.draw.polygon(surf, colour, [(cx, cy), *arc])
+
+
         return
     ux, uy = dx / length, dy / length
     mx, my = a[0] + dx / 2 + ux * size, a[1] + dy / 2 + uy * size
@@ -567,7 +589,7 @@ def frame_legend(snap: Snapshot, drawn: Look | None = None) -> list[LegendEntry]
     drawn = look(snap) if drawn is None else drawn
     shown = {"depot": snap.problem.has_depot, "start": drawn.start is not None, "current": drawn.current is not None,
              "routes": any(len(p) > 1 for p in drawn.paths), "unavailable": bool(drawn.hollow.any()),
-             "size": drawn.sized, "ring": bool(drawn.ringed.any())}
+             "size": drawn.sized, "ring": bool(drawn.ringed.any()), "split": bool(drawn.split)}
     out = []
     for entry in legend_entries(snap.problem):
         if entry.glyph and not shown.get(entry.glyph, False):

@@ -36,3 +36,26 @@ def test_cvrp__node_area_grows_with_demand_and_the_legend_says_so():
     assert radii[np.argmax(demand)] > radii[np.argmin(demand)]
     for snap in (first, last):  # demand does not change: every frame shows it, first to last
         assert ("size", "demand") in render.frame_legend(snap)
+
+
+def near(frame, xy, colour, tol=60) -> bool:
+    return float(np.linalg.norm(frame[xy[1], xy[0]].astype(float) - np.array(colour, float))) < tol
+
+
+def test_sdvrp__a_customer_served_by_several_routes_wears_their_colours_and_the_legend_says_so():
+    shots = episode_snapshots("sdvrp", n=20, seed=1, size=(600, 600))
+    final, frame = shots[-1]
+    drawn = render.look(final)
+    assert drawn.split, "this episode splits a delivery"
+    for i, routes in drawn.split.items():
+        visits = [k for k, path in enumerate(drawn.paths) if i in path]
+        assert len(routes) >= 2 and routes == [k % len(render.ROUTE_COLOURS) for k in visits]
+        x, y = render.to_pixel(final.locs, (600, 600), "sdvrp")[i]
+        reach = round(render.node_radius(len(final.locs), (600, 600), "sdvrp") * 0.55) + 3  # on the rim
+        left, right = render.ROUTE_COLOURS[routes[0]], render.ROUTE_COLOURS[routes[1]]
+        assert near(frame, (x - reach, y), left) and near(frame, (x + reach, y), right), (i, routes)
+    assert ("split", "split delivery") in render.frame_legend(final)
+    first = shots[0][0]  # nothing split yet: no entry
+    assert not render.look(first).split and "split" not in [e.glyph for e in render.frame_legend(first)]
+    for problem in ("cvrp", "tsp"):  # one visit per customer: never marked
+        assert not any(render.look(s).split for s, _ in episode_snapshots(problem, n=12))

@@ -133,13 +133,14 @@ class PolicyInputs:
     placeholder_at_start: bool = False
 
 
-LEGEND_GLYPHS = ("depot", "start", "current", "routes", "unavailable", "size", "ring")
+LEGEND_GLYPHS = ("depot", "start", "current", "routes", "unavailable", "size", "ring", "split")
 
 
 class LegendEntry(NamedTuple):
     """One entry of a legend: the glyph drawn before the text (one of :data:`LEGEND_GLYPHS`: the depot's
     square, the start's diamond, the current node, the route colours, a node the mask forbids, node area,
-    the ``ring_by`` ring; or ``""``, text only) and its text."""
+    the ``ring_by`` ring, a customer served by several routes (its rim in their colours); or ``""``, text
+    only) and its text."""
 
     glyph: str
     text: str

@@ -84,7 +84,8 @@ class SDVRP(Problem):
     policy = PolicyInputs(node_features=("demand",), context_nodes=("current_node",),
                           context_scalars=("remaining_capacity",))
     drawing = Drawing(legend=(LegendEntry("depot", "depot"), LegendEntry("routes", "one colour per route"),
-                              LegendEntry("size", "demand left")), paths="trips",
+                              LegendEntry("size", "demand left"), LegendEntry("split", "split delivery")),
+                      paths="trips",
                       size_by="remaining",
                       depot_refusal="the depot cannot be chosen twice in a row (or before any customer)",
                       node_refusal="node {i} has nothing left to deliver or the vehicle is full: "
