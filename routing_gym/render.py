@@ -282,6 +282,11 @@ def look(snap: Snapshot) -> Look:
     ringed = customer & ~snap.visited if ring_by and ring_by in snap.fields else np.zeros(n, dtype=bool)
     radii = _radii(snap, 1.0)[customer]
     started = depot or snap.step > 0
+    serving: dict[int, list[int]] = {}
+    for k, path in enumerate(paths):
+        for i in dict.fromkeys(path):
+            if customer[i]:
+                serving.setdefault(i, []).append(k % len(ROUTE_COLOURS))
     return Look(paths=paths, route_of=route_of, hollow=hollow, ringed=ringed,
                 start=snap.tour[0] if not depot and snap.tour else None,
                 current=snap.current if started and not snap.done else None,
