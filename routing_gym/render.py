@@ -299,13 +299,13 @@ def _radii(snap: Snapshot, base: float) -> np.ndarray:
     size = snap.fields.get(key) if key else None
     if size is None:
         return np.full(len(snap.locs), base)
+    if size[1:].max(initial=0.0) <= 0:  # nothing left anywhere (SDVRP's demand, once delivered): the smallest
+        return np.full(len(snap.locs), base * 0.55)
     rel = np.sqrt(np.clip(size / size[1:].max(), 0.0, 1.0))  # area in proportion to the field
     return base * (0.55 + 0.85 * rel)
 
 
 # -- the legend -------------------------------------------------------------------------------------
-    if size[1:].max(initial=0.0) <= 0:  # nothing left anywhere (SDVRP's demand, once delivered): the smallest
-        return np.full(len(snap.locs), base * 0.55)
 NOT_VISITED = "not visited"  # what a hollow node means once the episode is over
 
 
@@ -403,15 +403,15 @@ def _draw_glyph(pygame, surf, glyph: str, x: int, cy: int, px: int, route_colour
     elif glyph == "ring":
         pygame.draw.circle(surf, PENALTY_COLOUR, (round(cx), cy), round(r * 1.25))
         pygame.draw.circle(surf, NODE_COLOUR, (round(cx), cy), round(r * 0.8))
+    elif glyph == "split":
+        _sectors(pygame, surf, (round(cx), cy), r * 1.25, list(ROUTE_COLOURS[:2]))  # served by routes 1 and 2
+        pygame.draw.circle(surf, PAPER_COLOUR, (round(cx), cy), round(r * 0.95))
+        pygame.draw.circle(surf, ROUTE_COLOURS[1], (round(cx), cy), round(r * 0.75))
     elif glyph == "routes":
         colours = route_colours[:3]
         step = _glyph_width(glyph, px) / len(colours)
         for k, colour in enumerate(colours):
             pygame.draw.line(surf, colour, (round(x + k * step + px * 0.06), cy),
-    elif glyph == "split":
-        _sectors(pygame, surf, (round(cx), cy), r * 1.25, list(ROUTE_COLOURS[:2]))  # served by routes 1 and 2
-        pygame.draw.circle(surf, PAPER_COLOUR, (round(cx), cy), round(r * 0.95))
-        pygame.draw.circle(surf, ROUTE_COLOURS[1], (round(cx), cy), round(r * 0.75))
                              (round(x + (k + 1) * step - px * 0.06), cy), max(2, round(px / 6)))
 
 
@@ -523,13 +523,13 @@ def render_surface(problem, state, tour, cost: float, size: tuple[int, int] = (6
             fill, edge = ROUTE_COLOURS[drawn.route_of[i]], PAPER_COLOUR
         else:
             fill, edge = NODE_COLOUR, PAPER_COLOUR
+        if i in drawn.split:  # a rim in the colours of the routes that served it, one sector each
+            _sectors(pygame, surf, p, r + outline + max(2, round(2.4 * u)), [ROUTE_COLOURS[k] for k in drawn.split[i]])
         if drawn.ringed[i]:
             rel = ring_field[i] / max(float(ring_field.max()), 1e-9)
             ring = max(1, round((1.0 + 3.0 * rel) * u))
             pygame.draw.circle(surf, PENALTY_COLOUR, p, round(r + ring + outline))
         if i == drawn.start:
-        if i in drawn.split:  # a rim in the colours of the routes that served it, one sector each
-            _sectors(pygame, surf, p, r + outline + max(2, round(2.4 * u)), [ROUTE_COLOURS[k] for k in drawn.split[i]])
             d = round(r * 1.45)
             pygame.draw.polygon(surf, edge, [(p[0], p[1] - d - outline), (p[0] + d + outline, p[1]),
                                              (p[0], p[1] + d + outline), (p[0] - d - outline, p[1])])
@@ -562,11 +562,6 @@ def render_surface(problem, state, tour, cost: float, size: tuple[int, int] = (6
     return pygame.transform.smoothscale(surf, (w, h))
 
 
-def _arrow(pygame, surf, colour, a, b, size: float) -> None:
-    """A small arrowhead at the middle of the edge a -> b (none on edges too short to hold one)."""
-    dx, dy = b[0] - a[0], b[1] - a[1]
-    length = math.hypot(dx, dy)
-    if length < 6 * size:
 def _sectors(pygame, surf, centre, radius: float, colours: list) -> None:
     """A disc of ``radius`` around ``centre`` cut into equal sectors, one per colour, the first on the left."""
     cx, cy, radius = float(centre[0]), float(centre[1]), float(radius)
@@ -579,6 +574,11 @@ def _sectors(pygame, surf, centre, radius: float, colours: list) -> None:
         pygame.draw.polygon(surf, colour, [(cx, cy), *arc])
 
 
+def _arrow(pygame, surf, colour, a, b, size: float) -> None:
+    """A small arrowhead at the middle of the edge a -> b (none on edges too short to hold one)."""
+    dx, dy = b[0] - a[0], b[1] - a[1]
+    length = math.hypot(dx, dy)
+    if length < 6 * size:
         return
     ux, uy = dx / length, dy / length
     mx, my = a[0] + dx / 2 + ux * size, a[1] + dy / 2 + uy * size
