@@ -442,6 +442,34 @@ def find_reference(real: RealInstance, comment: Any, table) -> tuple[float | Non
     return None, None
 
 
+# -- fixed fleets ---------------------------------------------------------------------------------
+FLEET_IN_NAME = re.compile(r"-k(\d+)$")  # CVRPLIB's A/B/E/P/X names: "E-n51-k5"
+FLEET_IN_COMMENT = re.compile(r"\bno\.?\s+of\s+(?:trucks|vehicles)\s*[:=]?\s*(\d+)", re.I)  # "Min no of trucks: 5"
+
+
+def fleet_size(path: str | os.PathLike, comment: str | None = None) -> int | None:
+    """The fleet k of a CVRPLIB instance: from its name (``E-n51-k5`` -> 5), else from ``comment`` (``No of
+    trucks: 5``, ``Min no of trucks: 10``), else from the file's own ``COMMENT`` line where ``path`` is a
+    file (``comment`` not given); None where none says it."""
+    path = Path(path)
+    match = FLEET_IN_NAME.search(path.name[:-len(path.suffix)] if path.suffix == ".vrp" else path.name)
+    if match is None and comment is None and path.is_file():
+        comment = next((line for line in read_text(path).splitlines() if line.upper().startswith("COMMENT")), "")
+    match = match or FLEET_IN_COMMENT.search(comment or "")
+    return int(match.group(1)) if match else None
+
+
+def fleet_instance(real: RealInstance):
+    """``real`` (a CVRP) as the fixed-fleet CVRP's instance (batch 1) with its :func:`fleet_size`, or None
+    where the file states no fleet; ``ValueError`` (naming ``num_vehicles``) where k cannot carry the demand."""
+    k = fleet_size(real.path) if real.problem == "cvrp" else None
+    if k is None:
+        return None
+    inst = real.instance
+    return get_problem("cvrpmvc").instance_from({"locs": inst.locs, "demand": inst.demand,
+                                                 "num_vehicles": torch.tensor([float(k)])}, batched=True)
+
+
 def reference_cost(path: Path, real: RealInstance, actions: list[int]) -> float:
     """The cost of a reference file's solution, or ``ValueError`` naming the file when it is not one."""
     try:
