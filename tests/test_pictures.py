@@ -59,3 +59,19 @@ def test_sdvrp__a_customer_served_by_several_routes_wears_their_colours_and_the_
     assert not render.look(first).split and "split" not in [e.glyph for e in render.frame_legend(first)]
     for problem in ("cvrp", "tsp"):  # one visit per customer: never marked
         assert not any(render.look(s).split for s, _ in episode_snapshots(problem, n=12))
+
+
+def test_spctsp__legend_says_node_area_is_the_expected_prize_and_the_gauge_the_real_one():
+    shots = episode_snapshots("spctsp", n=20, seed=1)
+    first = shots[0][0]
+    assert ("size", "expected prize") in render.frame_legend(first)
+    assert render.look(first).sized  # node areas differ
+    radii = render._radii(first, 1.0)
+    expected, real = first.fields["prize"], first.fields["real_prize"]
+    assert np.argmax(radii[1:]) == np.argmax(expected[1:]) != np.argmax(real[1:])  # sized by the expected prize
+    for snap, _ in shots:
+        text = snap.gauge[1]
+        assert text.startswith("real prize "), text
+    collected = sum(float(real[i]) for i in set(shots[-1][0].tour) if i)
+    assert f"real prize {collected:.2f}" in shots[-1][0].gauge[1]
+    assert ("size", "prize") in render.frame_legend(episode_snapshots("pctsp", n=20, seed=1)[0][0])  # PCTSP's own

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import EnvDoc, Problem, as_float_tensor, check_range, instance_fields
+from .base import EnvDoc, LegendEntry, Problem, as_float_tensor, check_range, instance_fields
 from .pctsp import PCTSP, PCTSPInstance, PCTSPState
 
 
@@ -52,8 +52,16 @@ class SPCTSP(Problem):
                    *PCTSP.observation[4:])
     policy = PCTSP.policy  # the expected prize is what a network sees (Kool's ``deterministic_prize``)
     profits = PCTSP.profits
-    drawing = PCTSP.drawing  # node area: the expected prize; PCTSP's refusals (the prize of 1 is the real one)
-    gauge = staticmethod(PCTSP.gauge)  # the real prize collected
+    # node area: the expected prize (what the policy sees); PCTSP's refusals (the prize of 1 is the real one)
+    drawing = dataclasses.replace(PCTSP.drawing, legend=tuple(
+        LegendEntry("size", "expected prize") if e.glyph == "size" else e for e in PCTSP.drawing.legend))
+
+    @staticmethod
+    def gauge(state) -> tuple[float, str, bool]:
+        """PCTSP's footer, which counts the real prize collected, saying so (nodes show the expected one)."""
+        fraction, text, reached = PCTSP.gauge(state)
+        return fraction, f"real {text}", reached
+
     left_out_cost = staticmethod(PCTSP.left_out_cost)  # the penalties of the unvisited nodes
     doc = EnvDoc(
         cost=PCTSP.doc.cost,
