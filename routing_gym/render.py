@@ -15,7 +15,8 @@ A frame has three bands, laid out by :func:`layout` for any size:
 - the framed paper, the largest square that fits: the unit square (y pointing up, as in a plot) inside
   a margin that holds a node on its edge whole; every node position goes through :func:`to_pixel`;
 - a footer gauge: the problem's ``gauge(state)`` (TSP nodes visited, CVRP the load of the route in
-  progress, OP the length left, PCTSP the prize collected against the threshold 1).
+  progress and, once done, the customers served, led by the number of routes: :func:`footer_text`; OP the
+  length left, PCTSP the prize collected against the threshold 1).
 
 What the nodes and edges mean (the colours are the constants below, fixed so tests can read pixels):
 
@@ -643,10 +644,21 @@ def _draw_header(pygame, surf, snap: Snapshot, lay: Layout, ss: int, note: str |
                  round(19 * t), route_colours)
 
 
+def footer_text(snap: Snapshot) -> str:
+    """The footer's words: the problem's gauge text, led once done by the number of routes drawn where
+    the drawing has ``trips`` (a finished CVRP: ``3 routes    served 20 / 20``)."""
+    text = snap.gauge[1]
+    if snap.done and snap.problem.drawing.paths == "trips":
+        k = sum(1 for p in routes(snap) if len(p) > 1)
+        text = f"{k} route{'s' * (k != 1)}    {text}"
+    return text
+
+
 def _draw_footer(pygame, surf, snap: Snapshot, lay: Layout, ss: int, route_count: int) -> None:
     u = lay.scale * ss
     t = lay.text * ss
-    fraction, text, reached = snap.gauge
+    fraction, _, reached = snap.gauge
+    text = footer_text(snap)
     # the route in progress's colour (CVRP: route k's), green once a threshold is reached (PCTSP's prize)
     colour = GAUGE_DONE_COLOUR if reached else ROUTE_COLOURS[(max(route_count, 1) - 1) % len(ROUTE_COLOURS)]
     top = surf.get_height() - round(lay.footer * ss)

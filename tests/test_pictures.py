@@ -75,3 +75,15 @@ def test_spctsp__legend_says_node_area_is_the_expected_prize_and_the_gauge_the_r
     collected = sum(float(real[i]) for i in set(shots[-1][0].tour) if i)
     assert f"real prize {collected:.2f}" in shots[-1][0].gauge[1]
     assert ("size", "prize") in render.frame_legend(episode_snapshots("pctsp", n=20, seed=1)[0][0])  # PCTSP's own
+
+
+def test_cvrp__a_finished_panel_counts_routes_and_customers_served_not_a_load():
+    for problem in ("cvrp", "sdvrp"):
+        shots = episode_snapshots(problem, n=12)
+        running, final = shots[3][0], shots[-1][0]
+        assert running.gauge[1].startswith("load ")
+        fraction, text, reached = final.gauge
+        assert "load" not in text and text == "served 12 / 12" and fraction == 1.0 and reached
+        routes = sum(1 for p in render.routes(final) if len(p) > 1)
+        assert render.footer_text(final) == f"{routes} routes    served 12 / 12"
+        assert render.footer_text(running) == running.gauge[1]

@@ -87,9 +87,12 @@ class CVRP(Problem):
 
     @staticmethod
     def gauge(state) -> tuple[float, str, bool]:
-        """The renderer's footer for a batch-1 state: (fill fraction, text, threshold reached)."""
+        """The renderer's footer for a batch-1 state: (fill fraction, text, threshold reached): the load of the
+        route in progress, and once done (no route in progress) the customers served."""
         used = float(state.used[0])
         served, n = int(state.visited[0, 1:].sum()), state.visited.shape[1] - 1
+        if bool(state.done[0]):
+            return served / n, f"served {served} / {n}", served == n
         return used, f"load {used:.0%}    served {served} / {n}", False
 
     @staticmethod
