@@ -8,8 +8,8 @@ rule (whether an episode ended on a masked action is passed in by the env).
 A frame has three bands, laid out by :func:`layout` for any size:
 
 - a header: ``LABEL-n  step k  cost c`` (plus the problem's ``drawing.header``; a cost never reads
-  ``-0.000``: :func:`format_cost`), the episode's status on the right (``running``, ``done`` or ``ended:
-  invalid action``), and the legend (:func:`legend_entries`): each entry a glyph drawn as the plot draws
+  ``-0.000``: :func:`format_cost`, and reads ``-`` before the first action: :func:`cost_text`), the
+  episode's status on the right (``running``, ``done`` or ``ended: invalid action``), and the legend (:func:`legend_entries`): each entry a glyph drawn as the plot draws
   it and its meaning, only the entries for what the frame shows (no current node on a final frame), in
   one row or, where a problem's longest legend does not fit in one, two (:func:`legend_plan`);
 - the framed paper, the largest square that fits: the unit square (y pointing up, as in a plot) inside
@@ -179,6 +179,12 @@ def format_cost(cost: float, digits: int = 3) -> str:
     """``cost`` with ``digits`` decimals, never as a negative zero (``-0.000`` reads ``0.000``)."""
     text = f"{float(cost):.{digits}f}"
     return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
+def cost_text(cost: float, steps: int) -> str:
+    """The cost a header or caption shows after ``steps`` actions: ``-`` before the first (nothing has been
+    built to cost yet), else :func:`format_cost`."""
+    return format_cost(cost) if steps > 0 else "-"
 
 
 # -- what a state shows ---------------------------------------------------------------------------
@@ -614,6 +620,11 @@ def _fitted(pygame, parts: list[tuple[str, float, bool]], width: float, colour=T
     return [(f, f.render(text, True, colour)) for f, (text, _, _) in zip(fonts, parts)]
 
 
+def header_text(snap: Snapshot) -> str:
+    """The header's words after the problem's label: step, cost (:func:`cost_text`) and the problem's own."""
+    return f"    step {snap.step}    cost {cost_text(snap.cost, snap.step)}{snap.header}"
+
+
 def _draw_header(pygame, surf, snap: Snapshot, lay: Layout, ss: int, note: str | None, drawn: Look,
                  route_colours: list) -> None:
     t = lay.text * ss
@@ -630,7 +641,7 @@ def _draw_header(pygame, surf, snap: Snapshot, lay: Layout, ss: int, note: str |
     surf.blit(badge, (surf.get_width() - left - badge.get_width(), top + round(2 * t)))
     (bold, name), (regular, rest) = _fitted(pygame, [
         (f"{problem.label}-{n}", 21 * t, True),
-        (f"    step {snap.step}    cost {format_cost(snap.cost)}{snap.header}", 21 * t, False)],
+        (header_text(snap), 21 * t, False)],
         width - badge.get_width() - round(16 * t))
     surf.blit(name, (left, top))
     surf.blit(rest, (left + name.get_width(), top + bold.get_ascent() - regular.get_ascent()))

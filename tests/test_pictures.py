@@ -87,3 +87,18 @@ def test_cvrp__a_finished_panel_counts_routes_and_customers_served_not_a_load():
         routes = sum(1 for p in render.routes(final) if len(p) > 1)
         assert render.footer_text(final) == f"{routes} routes    served 12 / 12"
         assert render.footer_text(running) == running.gauge[1]
+
+
+def test_first_frame__shows_no_cost_before_the_first_action(tmp_path, monkeypatch):
+    from agents.apps import visual
+
+    (first, _), (second, _), *_ = episode_snapshots("tsp", n=6)
+    assert render.header_text(first) == "    step 0    cost -" and "0.000" not in render.header_text(first)
+    assert render.header_text(second) == f"    step 1    cost {render.format_cost(second.cost)}"
+    assert render.cost_text(0.0, 0) == "-" and render.cost_text(-0.0, 3) == "0.000"
+    captions = []
+    monkeypatch.setattr(visual, "side_by_side", lambda frames, caps, **kw: captions.append(caps) or frames[0])
+    monkeypatch.setattr(visual, "write_video", lambda frames, path, fps=4: path)
+    visual.record("tsp", 6, [nearest_policy, visual.random_policy(0)], seed=0, out=str(tmp_path / "x.gif"))
+    assert captions[0] == ["nearest: cost -", "random: cost -"]
+    assert all("cost -" not in c for caps in captions[1:] for c in caps)

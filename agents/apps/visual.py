@@ -20,7 +20,7 @@ import numpy as np
 
 import routing_gym  # noqa: F401  (registers the envs)
 from routing_gym.problems import get_problem
-from routing_gym.render import (format_cost, import_pygame, node_radius, render_surface, side_by_side,
+from routing_gym.render import (cost_text, format_cost, import_pygame, node_radius, render_surface, side_by_side,
                                 surface_to_array, to_pixel)
 
 Policy = Callable[[gym.Env, dict], int]
@@ -176,7 +176,7 @@ def record(problem_name: str, num_nodes: int, policies: list, seed: int, out: st
             for name, run in zip(names, runs):
                 k = min(t, len(run.frames) - 1)
                 final = " (final)" if k == len(run.frames) - 1 else ""
-                captions.append(f"{name}: cost {format_cost(run.costs[k])}{final}")
+                captions.append(f"{name}: cost {cost_text(run.costs[k], k)}{final}")
             frames.append(side_by_side([r.frames[min(t, len(r.frames) - 1)] for r in runs], captions))
     if out is None:
         show(frames, fps, title=f"routing-gym: {get_problem(problem_name).label}-{num_nodes}")
