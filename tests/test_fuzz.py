@@ -25,9 +25,9 @@ NAMES = sorted(PROBLEMS)
 
 
 def problem_and_size():
-    """(problem name, num_nodes): small sizes, down to each problem's minimum."""
+    """(problem name, num_nodes): small valid sizes, down to each problem's minimum."""
     return st.sampled_from(NAMES).flatmap(
-        lambda name: st.tuples(st.just(name), st.integers(PROBLEMS[name].min_num_nodes, 6)))
+        lambda name: st.tuples(st.just(name), st.integers(PROBLEMS[name].min_num_nodes, 6).map(PROBLEMS[name].valid_num_nodes)))
 
 
 # a step's choice: ("pick", k) takes the k-th allowed action; ("raw", a) takes a as it is (masked or not,
@@ -174,7 +174,7 @@ BAD_VECTOR_ACTIONS = st.one_of(
 def test_vector_env__bad_actions_are_value_errors_and_change_nothing(name, array_type, invalid_action, actions,
                                                                      as_tensor):
     venv = gym.make_vec(f"routing/{PROBLEMS[name].label}-v0", num_envs=3, vectorization_mode="vector_entry_point",
-                        num_nodes=3, array_type=array_type, invalid_action=invalid_action)
+                        num_nodes=PROBLEMS[name].valid_num_nodes(3), array_type=array_type, invalid_action=invalid_action)
     venv.reset(seed=0)
     before = venv.unwrapped.state
     with pytest.raises(ValueError):
@@ -187,7 +187,7 @@ def test_vector_env__bad_actions_are_value_errors_and_change_nothing(name, array
        st.lists(st.integers(-3, 8), min_size=3, max_size=3))
 def test_vector_env__raise_mode_names_the_first_refused_action_or_steps(name, array_type, actions):
     venv = gym.make_vec(f"routing/{PROBLEMS[name].label}-v0", num_envs=3, vectorization_mode="vector_entry_point",
-                        num_nodes=3, array_type=array_type, invalid_action="raise")
+                        num_nodes=PROBLEMS[name].valid_num_nodes(3), array_type=array_type, invalid_action="raise")
     obs, _ = venv.reset(seed=1)
     mask = np.asarray(obs["action_mask"].cpu() if array_type == "torch" else obs["action_mask"]).astype(bool)
     n_total = mask.shape[1]
