@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
-from gymnasium.vector import AutoresetMode, VectorEnv, VectorObservationWrapper, VectorWrapper
+from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 from gymnasium.vector.utils import batch_space
 from torch import Tensor
 
@@ -222,15 +222,12 @@ class MaskAsBox(gym.ObservationWrapper):
         return observation
 
 
-class VectorMaskAsBox(VectorObservationWrapper):
-    """:class:`MaskAsBox` for a vector env (the native one in either ``array_type``, or ``SyncVectorEnv``):
-    ``single_observation_space["action_mask"]`` is ``Box(0, 1, (N,), int8)`` and ``observation_space``
-    batches it to ``Box(0, 1, (B, N), int8)``; the observations are unchanged."""
+class VectorMaskAsBox(VectorWrapper):
+    """:class:`MaskAsBox` for a vector env (the native one in either ``array_type``, or ``SyncVectorEnv``; any
+    autoreset mode): ``single_observation_space["action_mask"]`` is ``Box(0, 1, (N,), int8)`` and
+    ``observation_space`` batches it to ``Box(0, 1, (B, N), int8)``; the observations are unchanged."""
 
     def __init__(self, env: VectorEnv):
         super().__init__(env)
         self.single_observation_space = mask_as_box(env.single_observation_space)
         self.observation_space = batch_space(self.single_observation_space, env.num_envs)
-
-    def observations(self, observations):
-        return observations

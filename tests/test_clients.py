@@ -101,6 +101,22 @@ def test_record_episode_statistics__torch_mode_equals_numpy_mode_and_reads_no_ho
     assert info["episode"]["r"].dtype == torch.float64 and info["episode"]["l"].dtype == torch.int64
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("mode", list(AutoresetMode))
+def test_record_episode_statistics__cuda_never_synchronises(mode):
+    envs = RecordEpisodeStatistics(native(mode, "torch", device="cuda"))
+    obs, _ = envs.reset(seed=0)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(30):
+            obs, _, _, _, info = envs.step(torch.multinomial(obs["action_mask"].float(), 1, generator=g).squeeze(1))
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert info["episode"]["r"].device.type == "cuda" and envs.episode_count > 0
+
+
 @pytest.mark.parametrize("array_type", ["numpy", "torch"])
 def test_record_episode_statistics__disabled_reports_each_episode_once(array_type):
     """With DISABLED a finished sub-env reports done in every step until reset; its episode is reported in
@@ -153,3 +169,132 @@ def test_record_episode_statistics__cleanrl_loop_reads_minus_the_cost():
     out = module.main(["--env-id", "routing/TSP-10", "--total-steps", "512", "--num-envs", "8", "--num-steps", "32",
                        "--update-epochs", "1", "--device", "cpu"])
     assert out["episodes"] >= 8 * 512 // (8 * 10) - 8 and 1.5 < out["mean_cost"] < 10
+
+
+# -- 2. skrl: the mask as a Box ------------------------------------------------------------------------
+def test_mask_as_box__skrl_wraps_the_single_and_vector_env():
+    """skrl's spaces exclude ``MultiBinary`` (before: ``wrap_env``'s env fails with "Unsupported space");
+    ``MaskAsBox`` / ``VectorMaskAsBox`` declare the mask as ``Box(0, 1, int8)`` with the same values."""
+    pytest.importorskip("skrl")
+    from skrl.envs.wrappers.torch import wrap_env
+    from skrl.utils.spaces.torch import compute_space_size, unflatten_tensorized_space
+
+    with pytest.raises(ValueError, match="Unsupported space"):
+        wrap_env(gym.make("routing/TSP-v0", num_nodes=N), wrapper="gymnasium", verbose=False).reset()
+    single = MaskAsBox(gym.make("routing/CVRP-v0", num_nodes=N))
+    assert single.observation_space["action_mask"] == gym.spaces.Box(0, 1, (N + 1,), np.int8)
+    obs, _ = single.reset(seed=0)
+    assert single.observation_space.contains(obs)
+    env = wrap_env(single, wrapper="gymnasium", verbose=False)
+    flat, _ = env.reset()
+    np.testing.assert_array_equal(unflatten_tensorized_space(env.observation_space, flat)["action_mask"][0].numpy(),
+                                  single.unwrapped.action_masks())
+    for array_type in ("numpy", "torch"):
+        venv = VectorMaskAsBox(native(AutoresetMode.SAME_STEP, array_type))
+        assert venv.observation_space["action_mask"] == gym.spaces.Box(0, 1, (B, N + 1), np.int8)
+        env = wrap_env(venv, wrapper="gymnasium", verbose=False)
+        flat, _ = env.reset()
+        mask = unflatten_tensorized_space(env.observation_space, flat)["action_mask"]
+        np.testing.assert_array_equal(mask.cpu().numpy(), np.asarray(venv.unwrapped.action_masks(), dtype=float))
+        flat, reward, *_ = env.step(mask.argmax(1, keepdim=True))
+        assert flat.shape == (B, compute_space_size(env.observation_space, occupied_size=True))
+        assert reward.shape == (B, 1)
+
+
+def test_mask_as_box__skrl_ppo_trains_and_never_takes_a_masked_action():
+    """skrl's PPO path (``examples/skrl_ppo.py``: ``wrap_env``, a categorical policy that masks its logits with
+    the observation's ``action_mask``, a value model, the sequential trainer) on TSP with 5 nodes."""
+    pytest.importorskip("skrl")
+    spec = importlib.util.spec_from_file_location("example_skrl_ppo", EXAMPLES / "skrl_ppo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for num_envs in (1, 4):  # the single env, and the native vector env (SAME_STEP)
+        out = module.main(["--env-id", "routing/TSP-v0", "--num-nodes", "5", "--num-envs", str(num_envs),
+                           "--total-steps", "400", "--rollouts", "32"])
+        assert out["episodes"] == 400 // 5 and out["invalid"] == 0  # a masked action would end an episode early
+        assert 0 < out["mean_cost"] < 5
+
+
+# -- 3. final_obs: per-env dicts in numpy mode, batched tensors in torch mode ------------------------------
+@pytest.mark.parametrize("reads_host", [True, False], ids=["cpu", "as-off-the-cpu"])
+def test_final_obs__torch_mode_is_a_dict_of_batched_tensors_whose_marked_rows_are_numpy_modes(reads_host):
+    """The documented layouts (class docstring, docs/contract.md): with SAME_STEP, numpy mode (as
+    ``SyncVectorEnv``) gives ``final_obs`` as a (B,) object array holding a dict per ended sub-env (None
+    elsewhere); torch mode gives one dict of (B, ...) tensors (no per-row split, which would read the host),
+    whose rows marked by ``_final_obs`` hold the same observations."""
+    envs = {t: native(AutoresetMode.SAME_STEP, t) for t in ("numpy", "torch")}
+    # False: what a CUDA device gets (every step holds final_obs; automatic resets then draw other instances
+    # than numpy mode's, so the runs are compared up to the first)
+    envs["torch"].unwrapped._reads_host = reads_host
+    obs = {t: env.reset(seed=0)[0] for t, env in envs.items()}
+    rng = np.random.default_rng(0)
+    syncs = sync(AutoresetMode.SAME_STEP)
+    sync_obs, _ = syncs.reset(seed=0)
+    ended = 0
+    for t in range(40):
+        a = seeded_actions(obs["numpy"], rng)
+        obs["numpy"], _, _, _, info = envs["numpy"].step(a)
+        obs["torch"], _, _, _, tinfo = envs["torch"].step(torch.as_tensor(a))
+        if t < 4:  # before any automatic reset, SyncVectorEnv steps the same instances: the same layout
+            *_, sinfo = syncs.step(a)
+            assert ("final_obs" in sinfo) == ("final_obs" in info)
+            if "final_obs" in info:
+                assert sinfo["final_obs"].dtype == info["final_obs"].dtype == object
+        if "final_obs" not in info:
+            assert reads_host or not tinfo["_final_obs"].any()
+            continue
+        finals, marked = info["final_obs"], info["_final_obs"]
+        assert finals.shape == (B,) and finals.dtype == object
+        assert all((f is None) != m for f, m in zip(finals, marked))
+        batched = tinfo["final_obs"]
+        np.testing.assert_array_equal(tinfo["_final_obs"].numpy(), marked)
+        assert isinstance(batched, dict) and all(isinstance(v, torch.Tensor) and v.shape[0] == B for v in batched.values())
+        for i in np.flatnonzero(marked):
+            assert finals[i].keys() == batched.keys()
+            for key, value in finals[i].items():
+                np.testing.assert_array_equal(value, batched[key][i].numpy(), err_msg=key)
+            ended += 1
+        if not reads_host:
+            break
+    assert ended > (B if reads_host else 0)
+
+
+# -- 4. TorchRL: reading cost, spawned workers --------------------------------------------------------------
+def test_torchrl__info_reader_reads_cost_at_the_last_step_of_each_episode():
+    """README's recipe: infos are empty until an episode ends, so the reader is given the spec of ``cost``
+    (float64, shape ()) and writes 0 in the other steps; at each episode's last step it holds minus the
+    episode's return."""
+    pytest.importorskip("torchrl")
+    from torchrl.data import Unbounded
+    from torchrl.envs import GymEnv
+    from torchrl.envs.gym_like import default_info_dict_reader
+    from torchrl.envs.utils import check_env_specs
+
+    env = GymEnv("routing/TSP-v0", num_nodes=N)
+    env.set_info_dict_reader(default_info_dict_reader(["cost"], spec=[Unbounded((), dtype=torch.float64)]))
+    check_env_specs(env)
+    env.set_seed(0)
+    td = env.rollout(40, break_when_any_done=False)  # random actions: some end early on a masked one
+    done, cost, reward = td["next", "done"].squeeze(-1), td["next", "cost"], td["next", "reward"].squeeze(-1)
+    assert cost.dtype == torch.float64 and done.sum() >= 4
+    assert (cost[~done] == 0).all()
+    start = 0
+    for end in done.nonzero().flatten().tolist():
+        assert cost[end].item() == pytest.approx(-reward[start:end + 1].double().sum().item(), rel=1e-5)
+        start = end + 1
+
+
+def test_torchrl__parallel_env_workers_make_the_env_by_its_prefixed_id():
+    """Spawned workers have not imported routing_gym: ``routing_gym:routing/...`` imports it there."""
+    pytest.importorskip("torchrl")
+    import functools
+
+    from torchrl.envs import GymEnv, ParallelEnv
+
+    env = ParallelEnv(2, functools.partial(GymEnv, "routing_gym:routing/TSP-v0", num_nodes=N), mp_start_method="spawn")
+    try:
+        env.set_seed(0)
+        td = env.rollout(2 * N, break_when_any_done=False)
+        assert td["next", "done"].shape == (2, 2 * N, 1) and td["next", "done"].any()
+    finally:
+        env.close()
