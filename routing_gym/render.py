@@ -485,10 +485,11 @@ def _font(pygame, px: float, bold: bool = False):
 
 
 def render_surface(problem, state, tour, cost: float, size: tuple[int, int] = (600, 600),
-                   note: str | None = None, invalid: bool = False):
+                   note: str | None = None, invalid: bool = False, legend: list[LegendEntry] | None = None):
     """The frame as an off-screen ``pygame.Surface`` of ``size`` (the work of :class:`Viewer`) for
     ``problem`` (a unit or its name); a ``note`` replaces the legend line, in ``NOTE_COLOUR`` (e.g. why
-    a click was refused); ``invalid``: the episode ended on a masked action."""
+    a click was refused); ``invalid``: the episode ended on a masked action; ``legend``: the entries to
+    show instead of the frame's own (:func:`frame_legend`), e.g. :func:`shared_legend` of panels side by side."""
     pygame = import_pygame()
     snap = snapshot(problem, state, tour, cost, invalid)
     ss = SUPERSAMPLE
@@ -564,7 +565,7 @@ def render_surface(problem, state, tour, cost: float, size: tuple[int, int] = (6
             pygame.draw.circle(surf, CURRENT_COLOUR, pts[c], round(radii[c]))
 
     drawn_routes = [ROUTE_COLOURS[k % len(ROUTE_COLOURS)] for k, p in enumerate(paths) if len(p) > 1]
-    _draw_header(pygame, surf, snap, lay, ss, note, drawn, drawn_routes or ROUTE_COLOURS[:1])
+    _draw_header(pygame, surf, snap, lay, ss, note, drawn, drawn_routes or ROUTE_COLOURS[:1], legend)
     _draw_footer(pygame, surf, snap, lay, ss, sum(1 for p in paths if len(p) > 1))
     return pygame.transform.smoothscale(surf, (w, h))
 
@@ -610,6 +611,20 @@ def frame_legend(snap: Snapshot, drawn: Look | None = None) -> list[LegendEntry]
     return out
 
 
+def shared_legend(snaps: list[Snapshot]) -> list[LegendEntry]:
+    """One legend for frames of one problem shown side by side (``render --compare``): every glyph that
+    any of their :func:`frame_legend` shows, once, in the problem's order; a hollow node's meaning is
+    ``not visited`` only where every frame that shows one is over."""
+    shown = [frame_legend(s) for s in snaps]
+    out = []
+    for entry in legend_entries(snaps[0].problem):
+        texts = [e.text for entries in shown for e in entries if e.glyph == entry.glyph
+                 and (entry.glyph or e.text == entry.text)]
+        if texts:
+            out.append(entry._replace(text=entry.text if entry.text in texts else texts[0]))
+    return out
+
+
 def _fitted(pygame, parts: list[tuple[str, float, bool]], width: float, colour=TEXT_COLOUR) -> list:
     """``parts`` (text, size, bold) rendered side by side as (font, surface), all smaller where together
     they would be wider than ``width``."""
@@ -626,7 +641,7 @@ def header_text(snap: Snapshot) -> str:
 
 
 def _draw_header(pygame, surf, snap: Snapshot, lay: Layout, ss: int, note: str | None, drawn: Look,
-                 route_colours: list) -> None:
+                 route_colours: list, legend: list[LegendEntry] | None = None) -> None:
     t = lay.text * ss
     left = round(14 * lay.scale * ss)
     width = surf.get_width() - 2 * left
@@ -651,7 +666,8 @@ def _draw_header(pygame, surf, snap: Snapshot, lay: Layout, ss: int, note: str |
         surf.blit(text, (left, legend_y))
         return
     _, px = legend_plan(problem.name, surf.get_width() // ss, surf.get_height() // ss)
-    _draw_legend(pygame, surf, frame_legend(snap, drawn), _font(pygame, px), left, legend_y, width,
+    entries = frame_legend(snap, drawn) if legend is None else legend
+    _draw_legend(pygame, surf, entries, _font(pygame, px), left, legend_y, width,
                  round(19 * t), route_colours)
 
 

@@ -102,3 +102,44 @@ def test_first_frame__shows_no_cost_before_the_first_action(tmp_path, monkeypatc
     visual.record("tsp", 6, [nearest_policy, visual.random_policy(0)], seed=0, out=str(tmp_path / "x.gif"))
     assert captions[0] == ["nearest: cost -", "random: cost -"]
     assert all("cost -" not in c for caps in captions[1:] for c in caps)
+
+
+def test_render_compare__panels_of_a_frame_share_one_legend(monkeypatch):
+    from agents.apps import visual
+
+    calls = []
+    real = visual.render_surface
+    monkeypatch.setattr(visual, "render_surface", lambda *a, **kw: calls.append(kw.get("legend")) or real(*a, **kw))
+    monkeypatch.setattr(visual, "show", lambda frames, fps, title: None)
+    visual.record("cvrp", 10, [nearest_policy, visual.random_policy(3)], seed=2, out=None, size=(240, 240))
+    pairs = list(zip(calls[::2], calls[1::2]))
+    assert pairs and all(a is not None and a == b for a, b in pairs)  # one legend per frame, the same in both panels
+    # ... and it is the union of what either panel shows: a panel's own legend differs from the other's somewhere
+    runs = [visual.run_episode(p, "cvrp", 10, 2, frames="none", states=True)
+            for p in (nearest_policy, visual.random_policy(3))]
+    own = []
+    for t in range(max(len(r.states) for r in runs)):
+        snaps = [render.snapshot("cvrp", *r.states[min(t, len(r.states) - 1)]) for r in runs]
+        own.append([render.frame_legend(s) for s in snaps])
+        assert render.shared_legend(snaps) == pairs[t][0]
+        assert all(set(entries) <= set(pairs[t][0]) for entries in own[-1])
+    assert any(a != b for a, b in own), "these episodes show different entries at some step"
+
+
+def test_render__png_is_the_final_frame(tmp_path, capsys):
+    from PIL import Image
+
+    from agents.apps import visual
+    from agents.apps.cli import main
+
+    out = tmp_path / "final.png"
+    assert visual.check_writer(str(out)) == "pygame"
+    visual.record("op", 8, [nearest_policy], seed=1, out=str(out), size=(240, 200))
+    final = visual.run_episode(nearest_policy, "op", 8, 1, (240, 200), frames="last").frames[-1]
+    assert np.array_equal(np.asarray(Image.open(out).convert("RGB")), final)
+    both = tmp_path / "both.png"
+    assert main(["render", "--problem", "tsp", "--num-nodes", "6", "--policy", "nearest", "--policy", "random",
+                 "--compare", "--out", str(both)]) == 0
+    assert "saved" in capsys.readouterr().out
+    picture = np.asarray(Image.open(both).convert("RGB"))
+    assert picture.shape[1] == 2 * 600 and picture.shape[0] > 600  # two final panels under their captions

@@ -565,8 +565,9 @@ def test_layout__nodes_on_the_unit_squares_edge_are_drawn_inside_the_frame(probl
 def test_checkpoint_labels__tell_checkpoints_of_one_name_apart():
     from agents.apps.visual import checkpoint_labels
 
-    assert checkpoint_labels(["runs/a/last.pt", "runs/b/last.pt"]) == ["a/last", "b/last"]
+    assert checkpoint_labels(["runs/a/last.pt", "runs/b/last.pt"]) == ["a/last.pt", "b/last.pt"]
     assert checkpoint_labels(["runs/a/last.pt", "runs/a/best.pt", "nearest", "pretrained"]) == \
-        ["last", "best", "nearest", "pretrained"]
-    assert checkpoint_labels(["x/a/last.pt", "y/a/last.pt"]) == ["x/a/last", "y/a/last"]
-    assert checkpoint_labels(["runs/a/last.pt", "runs/a/last.pt"]) == ["last", "last"]  # record numbers them
+        ["a/last.pt", "a/best.pt", "nearest", "pretrained"]
+    assert checkpoint_labels(["x/a/last.pt", "y/a/last.pt"]) == ["x/a/last.pt", "y/a/last.pt"]
+    assert checkpoint_labels(["runs/a/last.pt", "runs/a/last.pt"]) == ["a/last.pt", "a/last.pt"]  # record numbers them
+    assert checkpoint_labels(["policy.pt", "/tmp/m.pt"]) == ["policy.pt", "tmp/m.pt"]  # a file reads as one

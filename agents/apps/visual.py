@@ -20,8 +20,8 @@ import numpy as np
 
 import routing_gym  # noqa: F401  (registers the envs)
 from routing_gym.problems import get_problem
-from routing_gym.render import (cost_text, format_cost, import_pygame, node_radius, render_surface, side_by_side,
-                                surface_to_array, to_pixel)
+from routing_gym.render import (cost_text, format_cost, import_pygame, node_radius, render_surface, shared_legend,
+                                side_by_side, snapshot, surface_to_array, to_pixel)
 
 Policy = Callable[[gym.Env, dict], int]
 FINAL_HOLD_S = 2.0  # how long a GIF/MP4 shows the finished solutions
@@ -74,19 +74,19 @@ def policy_name(policy, index: int = 0) -> str:
 
 def checkpoint_labels(specs: list[str]) -> list[str]:
     """Short labels, one per ``--policy`` value, that tell the policies apart: a built-in name or
-    ``pretrained`` as it is; a checkpoint by its file name without the extension, led by as many of its
-    folders as it takes to differ from the other checkpoints' labels (``runs/a/last.pt`` and
-    ``runs/b/last.pt``: ``a/last`` and ``b/last``). The same file given twice keeps one label (``record``
-    numbers repeated names)."""
+    ``pretrained`` as it is; a checkpoint by its file name, extension included (so that a caption reads
+    as a file), led by its folder and by as many more as it takes to differ from the other checkpoints'
+    labels (``runs/a/last.pt``: ``a/last.pt``; with ``x/a/last.pt``, ``runs/a/last.pt`` and
+    ``x/a/last.pt``). The same file given twice keeps one label (``record`` numbers repeated names)."""
     paths = [None if spec in BUILTIN_POLICIES or spec == "pretrained"
-             else os.path.splitext(os.path.normpath(spec))[0].replace("\\", "/").split("/") for spec in specs]
+             else os.path.normpath(spec).replace("\\", "/").split("/") for spec in specs]
     labels = []
     for spec, parts in zip(specs, paths):
         if parts is None:
             labels.append(spec)
             continue
         others = [q for q in paths if q is not None and q != parts]
-        k = 1
+        k = min(2, len(parts) - (parts[0] == ""))  # the file and its folder (not the root's empty name)
         while k < len(parts) and any(q[-k:] == parts[-k:] for q in others):
             k += 1
         labels.append("/".join(parts[-k:]))
@@ -104,21 +104,26 @@ class Episode(NamedTuple):
     frames: list  # S + 1 frames (H, W, 3) uint8: before each of the S steps, then the finished solution
     costs: list  # S + 1 floats, the cost so far at each frame (the last is the episode's cost)
     tour: list  # the S actions taken
+    states: list  # with ``states=True``, S + 1 (state, tour so far, cost so far, invalid): what each frame draws
 
 
 FRAME_CHOICES = ("all", "last", "none")
 
 
 def run_episode(policy: Policy, problem_name: str, num_nodes: int, seed: int, size=(600, 600), *,
-                frames: str = "all", **variant: Any) -> Episode:
+                frames: str = "all", states: bool = False, **variant: Any) -> Episode:
     """One episode of ``policy`` on the instance of ``seed`` (``env.reset(seed=seed)``), keeping
-    ``frames``: ``"all"`` (S + 1), ``"last"`` (the finished solution only) or ``"none"``."""
+    ``frames``: ``"all"`` (S + 1), ``"last"`` (the finished solution only) or ``"none"``; with ``states``,
+    what every frame draws (to draw it again, e.g. with another legend)."""
     if frames not in FRAME_CHOICES:
         raise ValueError(f"frames must be one of {FRAME_CHOICES}, got {frames!r}")
     env = make_env(problem_name, num_nodes, None if frames == "none" else "rgb_array", size, **variant)
     try:
         obs, _ = env.reset(seed=seed)
         shots, costs, tour, cost, done = [env.render()] if frames == "all" else [], [0.0], [], 0.0, False
+        core, kept = env.unwrapped, []
+        if states:
+            kept.append((core.state, [], -float(core._return), core._invalid))  # what env.render() draws
         while not done:
             action = int(policy(env, obs))
             obs, reward, terminated, truncated, info = env.step(action)
@@ -128,7 +133,9 @@ def run_episode(policy: Policy, problem_name: str, num_nodes: int, seed: int, si
             costs.append(float(info.get("cost", cost)) if done else cost)
             if frames == "all" or (frames == "last" and done):
                 shots.append(env.render())
-        return Episode(shots, costs, tour)
+            if states:
+                kept.append((core.state, list(tour), -float(core._return), core._invalid))
+        return Episode(shots, costs, tour, kept)
     finally:
         env.close()
 
@@ -140,8 +147,9 @@ def record(problem_name: str, num_nodes: int, policies: list, seed: int, out: st
     An episode of S steps gives S + 1 frames: frame t (t < S) shows the state in which the policy chose
     its (t+1)-th action, frame S the finished solution (shown for ``FINAL_HOLD_S`` seconds in a file,
     still one frame). With several policies the frames are placed side by side under captions with each
-    policy's name and cost (so far, then final); a shorter episode repeats its last frame, so the
-    recording has max(S) + 1 frames.
+    policy's name and cost (so far, then final), the panels of a frame under one legend
+    (:func:`routing_gym.render.shared_legend`); a shorter episode repeats its last frame, so the
+    recording has max(S) + 1 frames. A ``.png`` is the last of these frames: the finished solutions.
 
     Args:
         problem_name: a problem's name in the registry (:data:`routing_gym.problems.PROBLEMS`).
@@ -149,8 +157,9 @@ def record(problem_name: str, num_nodes: int, policies: list, seed: int, out: st
         policies: callables ``policy(env, obs) -> int``, named by their ``name`` attribute (else
             ``__name__``).
         seed: the instance's seed.
-        out: ``*.gif`` (Pillow, else imageio), ``*.mp4`` (imageio-ffmpeg), or None to play the frames
-            in a window (held at the end until it is closed, or Esc / Q is pressed).
+        out: ``*.gif`` (Pillow, else imageio), ``*.mp4`` (imageio-ffmpeg), ``*.png`` (the final frame
+            only: pygame), or None to play the frames in a window (held at the end until it is closed, or
+            Esc / Q is pressed).
         fps: frames per second.
         size: (W, H) of one policy's frame.
         variant: problem options passed to ``gym.make`` (those the problem declares in ``variants``).
@@ -160,29 +169,41 @@ def record(problem_name: str, num_nodes: int, policies: list, seed: int, out: st
     """
     if not policies:
         raise ValueError("record needs at least one policy")
-    if out is not None:
-        check_writer(str(out))
+    picture = out is not None and check_writer(str(out)) == "pygame"  # a .png: the final frame only
+    single = len(policies) == 1
     names, runs = [], []
     for i, policy in enumerate(policies):
         name = policy_name(policy, i)
         names.append(name if name not in names else f"{name}#{names.count(name) + 1}")
-        runs.append(run_episode(policy, problem_name, num_nodes, seed, size, **variant))
-    if len(runs) == 1:
+        runs.append(run_episode(policy, problem_name, num_nodes, seed, size, states=not single,
+                                frames=("last" if picture else "all") if single else "none", **variant))
+    if single:
         frames = runs[0].frames
     else:
-        frames = []
-        for t in range(max(len(r.frames) for r in runs)):
-            captions = []
-            for name, run in zip(names, runs):
-                k = min(t, len(run.frames) - 1)
-                final = " (final)" if k == len(run.frames) - 1 else ""
-                captions.append(f"{name}: cost {cost_text(run.costs[k], k)}{final}")
-            frames.append(side_by_side([r.frames[min(t, len(r.frames) - 1)] for r in runs], captions))
+        length = max(len(r.states) for r in runs)
+        frames = [compare_frame(problem_name, names, runs, t, size) for t in range(length - 1 if picture else 0, length)]
     if out is None:
         show(frames, fps, title=f"routing-gym: {get_problem(problem_name).label}-{num_nodes}")
+    elif picture:
+        write_png(frames[-1], str(out))
     else:
         write_video(frames, str(out), fps)
     return {name: run.costs[-1] for name, run in zip(names, runs)}
+
+
+def compare_frame(problem_name: str, names: list[str], runs: list[Episode], t: int, size) -> np.ndarray:
+    """Frame ``t`` of episodes recorded with ``states``, side by side under captions (name, cost so far or
+    final) and one legend (:func:`routing_gym.render.shared_legend`); a finished episode shows its last."""
+    shown = [run.states[min(t, len(run.states) - 1)] for run in runs]
+    legend = shared_legend([snapshot(problem_name, *s) for s in shown])
+    panels = [surface_to_array(render_surface(problem_name, state, tour, cost, size, invalid=invalid, legend=legend))
+              for state, tour, cost, invalid in shown]
+    captions = []
+    for name, run in zip(names, runs):
+        k = min(t, len(run.states) - 1)
+        final = " (final)" if k == len(run.states) - 1 else ""
+        captions.append(f"{name}: cost {cost_text(run.costs[k], k)}{final}")
+    return side_by_side(panels, captions)
 
 
 # -- windows ---------------------------------------------------------------------------------------------
@@ -214,8 +235,8 @@ def require_display(what: str, hint: str) -> None:
 
 # -- output ----------------------------------------------------------------------------------------------
 def check_writer(path: str) -> str:
-    """The library that will write ``path`` (``"pillow"``, ``"imageio"`` or ``"imageio-ffmpeg"``), or an
-    error saying what to install."""
+    """The library that will write ``path`` (``"pillow"``, ``"imageio"`` or ``"imageio-ffmpeg"``; ``"pygame"``
+    for a ``.png``, a still picture), or an error saying what to install."""
     ext = os.path.splitext(path)[1].lower()
     if ext == ".gif":
         for module, lib in (("PIL", "pillow"), ("imageio", "imageio")):
@@ -226,13 +247,24 @@ def check_writer(path: str) -> str:
         if importlib.util.find_spec("imageio_ffmpeg") is None:
             raise ModuleNotFoundError("writing an MP4 needs imageio-ffmpeg: pip install imageio-ffmpeg")
         return "imageio-ffmpeg"
-    raise ValueError(f"unknown video format {ext or path!r}: use .gif or .mp4")
+    if ext == ".png":
+        return "pygame"
+    raise ValueError(f"unknown format {ext or path!r}: use .gif or .mp4, or .png for the final frame")
+
+
+def write_png(frame: np.ndarray, path: str) -> str:
+    """Write one (H, W, 3) uint8 frame to ``path`` as PNG; returns the path."""
+    pygame = import_pygame()
+    pygame.image.save(pygame.surfarray.make_surface(np.ascontiguousarray(frame.transpose(1, 0, 2))), path)
+    return path
 
 
 def write_video(frames: list[np.ndarray], path: str, fps: int = 4) -> str:
     """Write (H, W, 3) uint8 frames to ``path`` (.gif or .mp4), one image per frame, the last held for
-    ``FINAL_HOLD_S`` seconds; returns the path."""
+    ``FINAL_HOLD_S`` seconds (a .png: the last frame only); returns the path."""
     lib = check_writer(path)
+    if lib == "pygame":  # a still picture: the last frame
+        return write_png(frames[-1], path)
     step_ms = round(1000 / fps)
     hold_ms = max(step_ms, round(FINAL_HOLD_S * 1000))
     if lib == "pillow":
