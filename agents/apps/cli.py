@@ -2,6 +2,10 @@
 
 Each command has its own --help, which shows every option's default. Observation keys, episode
 semantics and the dataset format are described in docs/contract.md.
+
+Exit status: 0 done; 1 a run refused or stopped (an --out-dir in use or holding another run, nothing
+left to train, a diverged run); 2 a usage error (an option, value or file is wrong; nothing was done);
+130 interrupted (Ctrl-C). Each error is one line on stderr.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ PROBLEM_CHOICES = sorted(PROBLEMS)
 COMPARE_PICTURE = "runs/compare.png"  # where `routing-gym compare` saves its picture unless told otherwise
 # every problem option declared in the registry (OP's prize_type), as --prize-type, ...: (choices, default)
 VARIANT_OPTIONS = {key: spec for p in PROBLEMS.values() for key, spec in p.variants.items()}
+EXIT_REFUSED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130  # the exit statuses of the module docstring
 MODEL_OPTIONS = ("embed_dim", "n_layers", "ff_hidden")  # train options that set AttentionModelConfig fields
 
 
@@ -141,6 +146,13 @@ def output_file(text: str) -> str:
     return text
 
 
+def folder_arg(text: str) -> str:
+    """argparse type: a folder name, not empty (an empty one would mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty folder name; give one, e.g. runs/tsp20")
+    return text
+
+
 def npz_output(text: str) -> str:
     """argparse type: an :func:`output_file` named ``*.npz`` (numpy would append the suffix otherwise)."""
     if Path(text).suffix.lower() != ".npz":
@@ -164,6 +176,35 @@ def os_error_message(e: OSError) -> str:
 def one_line(message: str) -> str:
     """A message on one line (some libraries' messages span several)."""
     return " ".join(line.strip() for line in message.splitlines() if line.strip())
+
+
+# the file each command writes, and the options that name what it reads: never the same file
+WRITES_AND_READS = {
+    "eval": ("save", ("dataset", "policy", "instances", "reference_table")),
+    "solve": ("save", ("dataset",)),
+    "render": ("out", ("policy",)),
+    "export": ("out", ("checkpoint",)),
+}
+
+
+def check_not_input(args: argparse.Namespace) -> None:
+    """``ValueError`` if the file a command writes is one it reads (compared as files on disk, so another
+    spelling, a link or a hard link of the input counts too): a command never writes over its own input."""
+    written, reads = WRITES_AND_READS.get(args.command, (None, ()))
+    out = getattr(args, written, None) if written else None
+    if out is None or not Path(out).is_file():
+        return
+    for key in reads:
+        values = getattr(args, key, None)
+        for value in [values] if isinstance(values, str) else values or []:
+            if Path(value).is_file() and os.path.samefile(out, value):
+                raise ValueError(f"--{flag(written)} {out} is this command's own input (--{flag(key)} {value}); "
+                                 f"a command never writes over its input: give another file name")
+
+
+def flag(key: str) -> str:
+    """The option of an argparse destination: ``num_nodes`` -> ``num-nodes``."""
+    return key.replace("_", "-")
 
 
 def add_variant_args(parser: argparse.ArgumentParser) -> None:
@@ -221,7 +262,7 @@ def progress_bar(args, total: int, unit: str):
 def cmd_train(args) -> int:
     from ..training.config import TrainConfig
     from ..training.distributed import init_distributed
-    from ..training.reinforce import Trainer, TrainingDiverged
+    from ..training.reinforce import NothingLeft, Trainer, TrainingDiverged
 
     if args.distributed:
         args.device = init_distributed(args.device)
@@ -238,20 +279,43 @@ def cmd_train(args) -> int:
     else:
         fields = {f.name for f in dataclasses.fields(TrainConfig)}
         given = {k: v for k, v in vars(args).items() if k in fields and v is not None}
+        if args.init_from is not None and args.policy is None:  # the weights choose the network
+            given["policy"] = network_of_file(args.init_from)
         given["model"] = {k: getattr(args, k) for k in MODEL_OPTIONS if getattr(args, k) is not None}
         if args.distance_bias:
             given["model"]["distance_bias"] = True
         given["variant"] = variant_of(args, get_problem(given.get("problem", TrainConfig.problem)))
         config = TrainConfig(**given)  # its defaults fill what was not given
+        if args.imitation_epochs is not None and args.imitate is None:
+            raise ValueError("--imitation-epochs counts the epochs of --imitate; give the labelled dataset too")
         if args.out_dir is None:
             config = dataclasses.replace(config, out_dir=f"runs/{config.problem}{config.num_nodes}")
         trainer = Trainer(config)
     try:
         trainer.fit(progress=not args.no_progress, overwrite=args.overwrite)
-    except (FileExistsError, TrainingDiverged) as e:
-        print(f"routing-gym train: error: {e}", file=sys.stderr)
-        return 1
+    except (FileExistsError, NothingLeft, TrainingDiverged) as e:
+        print(f"routing-gym train: error: {one_line(str(e))}", file=sys.stderr)
+        return EXIT_REFUSED
+    except KeyboardInterrupt:
+        print(f"routing-gym train: interrupted (Ctrl-C); {how_to_go_on(trainer)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return 0
+
+
+def how_to_go_on(trainer) -> str:
+    """After an interrupted run: where its last finished epoch is kept, and the command that continues it."""
+    last = Path(trainer.cfg.out_dir) / "last.pt"
+    if not trainer.history or not last.is_file():
+        return "no epoch had finished: nothing was saved, and the same command starts again"
+    return f"{last} keeps epoch {trainer.history[-1]['epoch']}: continue with routing-gym train --resume {last}"
+
+
+def network_of_file(path: str) -> str:
+    """The network (``attention`` or ``pointer``) of a policy file or checkpoint."""
+    from ..policies.pretrained import load_policy_file
+    from ..policies.registry import network_of
+
+    return network_of(load_policy_file(path))
 
 
 def cmd_eval(args) -> int:
@@ -280,7 +344,7 @@ def cmd_eval(args) -> int:
         if args.limit is not None:  # the first LIMIT instances, with their references
             instances = select_rows(instances, slice(None, args.limit))
             extras = {k: v[:args.limit] for k, v in extras.items()}
-            source = f"the first {len(instances.locs)} instances of {args.dataset}"
+            source = f"the first {len(instances[0])} instances of {args.dataset}"
     else:
         num_nodes = args.num_nodes if args.num_nodes is not None else default_num_nodes(args.policy, args.problem)
         instances = problem.generate(args.num_instances, num_nodes, generator=torch.Generator().manual_seed(args.seed),
@@ -288,7 +352,7 @@ def cmd_eval(args) -> int:
         source = f"{args.num_instances} seeded instances (seed {args.seed})"
     policy = load_policy(args.policy, args.problem, num_nodes, device=args.device)
     instances = instances.__class__(*(f.to(args.device) for f in instances))
-    total, costs, tours = len(instances.locs), [], []
+    total, costs, tours = len(instances[0]), [], []
     start = time.perf_counter()
     # --batch-size instances per call: the decoders cut their rows (instance-major) at the same places,
     # so the costs, sampled ones included, are those of a single call over all instances
@@ -299,7 +363,7 @@ def cmd_eval(args) -> int:
             costs.append(found.cost)
             if args.save:
                 tours.append(found.tours.cpu())
-            bar.update(len(chunk.locs))
+            bar.update(len(chunk[0]))
     costs = torch.cat(costs)
     elapsed = time.perf_counter() - start
     line = (f"{args.problem}-{num_nodes} {args.policy} {describe_decoding(args)}: mean cost {costs.mean():.4f} "
@@ -658,7 +722,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, help="seed of the training stream " + trained("seed"))
     t.add_argument("--device", type=device_name, help=DEVICE_HELP + " " + trained("device"))
     t.add_argument("--bf16", action="store_true", default=None, help="bf16 autocast on CUDA (default: off)")
-    t.add_argument("--out-dir", help="where checkpoints and metrics.csv go (default: runs/PROBLEMNUM_NODES, "
+    t.add_argument("--out-dir", type=folder_arg, help="where checkpoints and metrics.csv go (default: runs/PROBLEMNUM_NODES, "
                    "e.g. runs/tsp20)")
     t.add_argument("--init-from", help="start from the weights of this policy file or trainer checkpoint (e.g. "
                    "agents/weights/tsp20.pt), with their model settings; optimiser and baseline start afresh")
@@ -777,20 +841,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; a mistake (a rejected argument, a bad value or file, a path that cannot be
-    written, a missing optional package, no display) is one line on stderr and exit code 2."""
+    written, a missing optional package, no display) is one line on stderr and exit code 2 (the module
+    docstring lists every exit status)."""
     try:
         args = build_parser().parse_args(argv)
     except UsageError as e:
         print(one_line(str(e)), file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     try:
+        check_not_input(args)
         return args.func(args)
+    except KeyboardInterrupt:
+        print(f"routing-gym {args.command}: interrupted (Ctrl-C)", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (ValueError, ImportError) as e:
         message = str(e)
     except OSError as e:
         message = os_error_message(e)
     print(f"routing-gym {args.command}: error: {one_line(message)}", file=sys.stderr)
-    return 2
+    return EXIT_USAGE
 
 
 if __name__ == "__main__":

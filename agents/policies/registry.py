@@ -25,3 +25,11 @@ def build_policy(name: str, model_config: dict) -> nn.Module:
         raise ValueError(f"the {name} policy has no setting {', '.join(unknown)}; its settings: "
                          f"{', '.join(f.name for f in dataclasses.fields(config) if f.name != 'problem')}")
     return model(config(**model_config))
+
+
+def network_of(policy: nn.Module) -> str:
+    """The key of :data:`POLICIES` whose class ``policy`` is (``ValueError`` for another module)."""
+    for name, (model, _) in POLICIES.items():
+        if isinstance(policy, model):
+            return name
+    raise ValueError(f"{type(policy).__name__} is none of the policies {sorted(POLICIES)}")

@@ -42,10 +42,11 @@ from ..inference.device import parse_device
 from ..inference.rollout import evaluate, make_env, rollout
 from ..policies.checkpoint import load_checkpoint, save_checkpoint
 from ..policies.protocol import select_rows
-from ..policies.registry import build_policy
+from ..policies.registry import build_policy, network_of
 from .baselines import BASELINES, legacy_baseline_state, paired_t_test_better  # noqa: F401 - re-exported
 from .config import TrainConfig, budget_progress, learning_rate
 from .distributed import gather_costs, world
+from .runlock import RunLock
 from .supervised import teacher_forcing_nll
 RANK_SEED_STRIDE = 1_000_003  # rank r draws training instances and samples from seed + r * stride
 EVAL_SEED_OFFSET = 7_777_777  # the baseline's evaluation sets come from a stream shared by all ranks
@@ -54,6 +55,10 @@ RUN_FILES = ("last.pt", "best.pt", "metrics.csv")  # a run's record in cfg.out_d
 
 class TrainingDiverged(ArithmeticError):
     """A non-finite gradient or weight: the run stopped, and nothing of the failing epoch was saved."""
+
+
+class NothingLeft(ValueError):
+    """:meth:`Trainer.fit` has nothing to do: its epochs or minutes are spent (nothing was written)."""
 
 
 class TrainingPass(nn.Module):
@@ -104,7 +109,7 @@ class Trainer:
         self.rank, self.world_size = world()
         self.val_set, self.val_ref = self._validation_set()
         for name, size in (("batch_size", config.batch_size), ("eval_size", config.eval_size),
-                           ("validation set", self.val_set.locs.shape[0])):
+                           ("validation set", self.val_set[0].shape[0])):
             if size % self.world_size:
                 raise ValueError(f"{name} {size} is not divisible by the world size {self.world_size}")
         self.local_batch = config.batch_size // self.world_size
@@ -177,7 +182,7 @@ class Trainer:
         """Greedy costs of ``instances``; ``sharded``: the set is the same on every rank, each rank
         decodes its contiguous slice and all get every cost."""
         if sharded and self.world_size > 1:
-            size = instances.locs.shape[0] // self.world_size
+            size = instances[0].shape[0] // self.world_size
             instances = select_rows(instances, slice(self.rank * size, (self.rank + 1) * size))
         policy.eval()
         with torch.no_grad(), self.autocast():
@@ -271,7 +276,7 @@ class Trainer:
         """Are the policy's first-step log-probabilities on (the first rows of) ``instances`` finite where
         allowed? (Told apart from a bug when a rollout fails.)"""
         rows = select_rows(instances, slice(0, 8))
-        env = make_env(self.cfg.problem, self.cfg.num_nodes, rows.locs.shape[0], self.device, **self.cfg.variant)
+        env = make_env(self.cfg.problem, self.cfg.num_nodes, rows[0].shape[0], self.device, **self.cfg.variant)
         obs, _ = env.unwrapped.reset(options={"instances": rows})
         logp, _ = self.policy.log_probs(self.policy.precompute(obs), obs)
         allowed = obs["action_mask"].bool()
@@ -334,22 +339,41 @@ class Trainer:
 
         Raises:
             FileExistsError: ``cfg.out_dir`` holds another run (one this trainer was not resumed from)
-                and ``overwrite`` is False; with ``overwrite`` its run files are deleted first.
-            ValueError: nothing is left to do (``epochs`` or ``max_minutes`` already reached).
+                and ``overwrite`` is False (with ``overwrite`` its run files are deleted first), or
+                :class:`~agents.training.runlock.RunFolderBusy`: another live run holds the folder.
+            NothingLeft: a ``ValueError``: ``epochs`` or ``max_minutes`` already reached; nothing is
+                written (but a resumed run's own ``metrics.csv``, brought back to its checkpoint's rows).
             TrainingDiverged: a non-finite gradient or weight; the checkpoints keep the last good epoch.
         """
         cfg = self.cfg
         out = Path(cfg.out_dir)
-        lead = self.rank == 0
-        if lead:
-            self._claim(out, overwrite)
-            if self.history:  # a resumed run: the rows of its checkpoint, none lost or repeated
-                _write_csv(out / "metrics.csv", self.history)
-        if self.epoch >= cfg.epochs:
-            raise ValueError(f"the run is at epoch {self.epoch} already: ask for more epochs (--epochs > {self.epoch})")
         budget = math.inf if cfg.max_minutes is None else cfg.max_minutes * 60 - self.elapsed_s
+        refusal = self._nothing_left(budget)
+        own = self.run_dir is not None and out.is_dir() and self.run_dir.resolve() == out.resolve()
+        if refusal and (self.rank != 0 or not own):  # a refused run writes nothing
+            raise NothingLeft(refusal)
+        if self.rank != 0:
+            return self._run_epochs(out, budget, progress, log)
+        if out.exists() and not out.is_dir():
+            raise FileExistsError(f"output folder {out} is a file")
+        with RunLock(out):  # the folder is this run's until it ends (a killed run's lock dies with it)
+            self._claim(out, overwrite)
+            if refusal:  # in its own folder, metrics.csv was brought back to the checkpoint's rows
+                raise NothingLeft(refusal)
+            return self._run_epochs(out, budget, progress, log)
+
+    def _nothing_left(self, budget: float) -> str | None:
+        """Why :meth:`fit` has nothing to do (the epochs or minutes are spent), or None."""
+        if self.epoch >= self.cfg.epochs:
+            return f"the run is at epoch {self.epoch} already: ask for more epochs (--epochs > {self.epoch})"
         if budget <= 0:
-            raise ValueError(f"the run has spent its budget of {cfg.max_minutes:g} minutes: raise --max-minutes")
+            return f"the run has spent its budget of {self.cfg.max_minutes:g} minutes: raise --max-minutes"
+        return None
+
+    def _run_epochs(self, out: Path, budget: float, progress: bool, log: bool) -> list[dict]:
+        """:meth:`fit`'s loop, once the folder is claimed: epochs until the budget is spent."""
+        cfg = self.cfg
+        lead = self.rank == 0
         writer = _tensorboard(out, purge_step=self.epoch) if log and lead else None
         rows = []
         if log and lead:
@@ -384,22 +408,29 @@ class Trainer:
         return rows
 
     def _claim(self, out: Path, overwrite: bool) -> None:
-        """Make ``out`` this run's folder: refuse one that holds another run unless ``overwrite``."""
-        if out.exists() and not out.is_dir():
-            raise FileExistsError(f"output folder {out} is a file")
+        """Make ``out`` (locked by :meth:`fit`) this run's folder: refuse one that holds another run unless
+        ``overwrite``. Nothing is written here but in the run's own folder: a resumed run brings its
+        ``metrics.csv`` back to its checkpoint's rows; a run in a new folder writes its files with its first
+        checkpoint, so one stopped before that leaves nothing that blocks the next try."""
         ours = self.run_dir is not None and self.run_dir.resolve() == out.resolve()
         found = [name for name in RUN_FILES if (out / name).exists()]
         if found and not ours:
             if not overwrite:
-                latest = out / ("last.pt" if "last.pt" in found else "best.pt")
-                resume = f"continue it with --resume {latest}, " if latest.name in found else ""
-                raise FileExistsError(f"{out} already holds a training run ({', '.join(found)}): {resume}replace "
-                                      f"it with --overwrite, or choose another --out-dir")
+                raise FileExistsError(_occupied(out, found))
+            self._check_not_input(out)
             for name in found:
                 (out / name).unlink()
             shutil.rmtree(out / "tb", ignore_errors=True)
-        out.mkdir(parents=True, exist_ok=True)
         self.run_dir = out
+        if ours and self.history:  # the rows of its checkpoint, none lost or repeated
+            _write_csv(out / "metrics.csv", self.history)
+
+    def _check_not_input(self, out: Path) -> None:
+        """``FileExistsError`` if ``--overwrite`` would delete the file this run starts from."""
+        start = self.cfg.init_from
+        if start is not None and Path(start).resolve() in {(out / name).resolve() for name in RUN_FILES}:
+            raise FileExistsError(f"--overwrite would delete {start}, the weights this run starts from (--init-from): "
+                                  f"copy it elsewhere first, or choose another --out-dir")
 
     # -- checkpoints -------------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -495,6 +526,16 @@ class Trainer:
         return trainer
 
 
+def _occupied(out: Path, found: list[str]) -> str:
+    """Why ``out`` cannot take a new run, and how to go on."""
+    if "last.pt" not in found and "best.pt" not in found:
+        return (f"{out} holds {', '.join(found)} but no checkpoint (a run stopped before its first epoch ended): "
+                f"nothing to resume; replace it with --overwrite, or choose another --out-dir")
+    latest = out / ("last.pt" if "last.pt" in found else "best.pt")
+    return (f"{out} already holds a training run ({', '.join(found)}): continue it with --resume {latest}, "
+            f"replace it with --overwrite, or choose another --out-dir")
+
+
 def _initial_weights(cfg: TrainConfig) -> tuple[nn.Module, dict]:
     """The policy of ``cfg.init_from`` and how much training it had (instances, seconds) where recorded."""
     from ..policies.pretrained import load_policy_file
@@ -502,6 +543,9 @@ def _initial_weights(cfg: TrainConfig) -> tuple[nn.Module, dict]:
     policy = load_policy_file(cfg.init_from)
     if policy.config.problem != cfg.problem:
         raise ValueError(f"init_from {cfg.init_from} holds a {policy.config.problem} policy, not {cfg.problem}")
+    if network_of(policy) != cfg.policy:
+        raise ValueError(f"init_from {cfg.init_from} holds a {network_of(policy)} network, not the {cfg.policy} "
+                         f"network the run trains: drop --policy (the weights choose the network) or match it")
     prior = {"instances_seen": 0, "elapsed_s": 0.0}
     path = Path(cfg.init_from)
     if path.is_file():
