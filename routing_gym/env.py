@@ -147,11 +147,11 @@ class RoutingEnv(gym.Env):
                                              **self._variant)
         else:
             instance = self.problem.instance_from(data, batched=isinstance(data, self.problem.Instance), device="cpu")
-            if instance.locs.shape[0] != 1:
-                raise ValueError(f"options['instance'] holds {instance.locs.shape[0]} instances; a single env plays one")
-            if instance.locs.shape[1] != self.n_total:
-                raise ValueError(f"instance field 'locs' has {instance.locs.shape[1]} nodes; this env has "
-                                 f"{self.n_total} (make one with num_nodes={self.problem.size_of(instance)})")
+            if instance[0].shape[0] != 1:
+                raise ValueError(f"options['instance'] holds {instance[0].shape[0]} instances; a single env plays one")
+            if self.problem.n_total_of(instance) != self.n_total:
+                raise ValueError(f"instance field '{instance._fields[0]}' has {self.problem.n_total_of(instance)} nodes; "
+                                 f"this env has {self.n_total} (make one with num_nodes={self.problem.size_of(instance)})")
         self.state = self.problem.reset(instance)
         self._static = {key: value[0].numpy().astype(np.float32, copy=True)
                         for key, value in instance._asdict().items()

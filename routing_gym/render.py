@@ -196,7 +196,7 @@ class Snapshot(NamedTuple):
     """A batch-1 state as numpy, plus the tour and cost the env keeps, and what the problem declares
     for drawing it."""
     problem: Any  # the problem unit
-    locs: np.ndarray  # (N, 2)
+    locs: np.ndarray  # (N, 2) where the nodes are drawn (the problem's ``layout``: its coordinates, where it has them)
     mask: np.ndarray  # (N,) bool, True = allowed
     visited: np.ndarray  # (N,) bool
     current: int
@@ -214,12 +214,12 @@ def snapshot(problem, state, tour, cost: float, invalid: bool = False) -> Snapsh
     """What a frame shows of the batch-1 ``state`` of ``problem`` (a unit or its name)."""
     problem = get_problem(problem)
     inst = state.instance._asdict()
-    n = inst["locs"].shape[1]
+    n = problem.n_total_of(state.instance)
     per_node = [*inst.items(), *state._asdict().items()]  # a state field shadows an instance field of its name
     fields = {k: _np(v)[0] for k, v in per_node
               if hasattr(v, "dim") and v.dim() == 2 and v.shape[1] == n and v.is_floating_point()}
     drawing = problem.drawing
-    return Snapshot(problem=problem, locs=_np(inst["locs"])[0], mask=_np(state.mask)[0].astype(bool),
+    return Snapshot(problem=problem, locs=_np(problem.layout(state.instance))[0], mask=_np(state.mask)[0].astype(bool),
                     visited=_np(state.visited)[0].astype(bool), current=int(_np(state.current)[0]),
                     step=int(_np(state.step)[0]), done=bool(_np(state.done)[0]), invalid=bool(invalid),
                     tour=[int(a) for a in tour], cost=float(cost), fields=fields, gauge=problem.gauge(state),

@@ -1,10 +1,13 @@
-"""Real benchmark instances: TSPLIB ``.tsp`` and VRPLIB ``.vrp`` files, read through the ``vrplib``
-package (``pip install 'routing-gym[data]'``).
+"""Real benchmark instances: TSPLIB ``.tsp`` and ``.atsp`` and VRPLIB ``.vrp`` files, read through the
+``vrplib`` package (``pip install 'routing-gym[data]'``).
 
 :func:`load` returns a :class:`RealInstance`: the file's data in its own units, and the same instance
 scaled into the unit square (one uniform scale for x and y, so shapes and tours are unchanged) as the
 problem's ``Instance`` (batch 1) that the envs and policies take. CVRP demands are divided by the
-capacity; the depot becomes node 0.
+capacity; the depot becomes node 0. An ATSP file (``TYPE: ATSP``, ``EDGE_WEIGHT_TYPE: EXPLICIT``, any
+``EDGE_WEIGHT_FORMAT`` vrplib reads, e.g. ``FULL_MATRIX``) has no coordinates: its matrix (diagonal taken
+as 0, TSPLIB files often hold a large number there) is divided by its largest entry into the ATSP unit's
+``cost_matrix`` in [0, 1] (a file whose few huge entries forbid edges squeezes the others towards 0).
 
 Costs are reported in the instance's own units with its own distance convention (TSPLIB 95, section
 2.2): ``EUC_2D`` rounds each edge to the nearest integer (``nint(x) = int(x + 0.5)``), ``CEIL_2D``
@@ -24,8 +27,9 @@ file's convention instead: ``agents.references.solvers.solve(real.problem, real.
 distances=distance_matrix(real)[None])`` finds 426.
 
 Instances that cannot be represented are rejected with a :class:`ValueError` that says why: explicit
-distance matrices without coordinates that define them, ``GEO`` (and other non-planar) distances,
-asymmetric or time-window problems, several depots.
+distance matrices of TSP and CVRP files (the envs compute their distances from coordinates; CVRPLIB's
+EXPLICIT ``.vrp`` files are not read), ``GEO`` (and other non-planar) distances, time-window problems,
+several depots.
 
 Files are read strictly: every error is a :class:`ValueError` (:class:`FileNotFoundError` for a missing
 file) that names the file and what is wrong. An instance needs a ``DIMENSION``, and its
@@ -61,7 +65,7 @@ import torch
 
 from .problems import get_problem, tour_cost
 
-PROBLEM_TYPES = {"TSP": "tsp", "CVRP": "cvrp"}
+PROBLEM_TYPES = {"TSP": "tsp", "CVRP": "cvrp", "ATSP": "atsp"}
 ROUNDING = ("EUC_2D", "CEIL_2D", "ATT", "EXACT_2D", "FLOOR_2D")
 # "Optimal value: 375", "Best known solution = 1234.5": the number is read whole ("1e999" is not 1, "1,234" not 1)
 COMMENT_OPTIMUM = re.compile(r"\b(?:optimal|best(?:\s+known)?)\s+(?:value|solution|cost)\s*[:=]?\s*"
@@ -73,18 +77,19 @@ class RealInstance:
     """A TSPLIB / VRPLIB instance, in its own units and scaled for the policy."""
 
     name: str
-    problem: str  # "tsp" or "cvrp"
+    problem: str  # "tsp", "cvrp" or "atsp"
     path: Path
-    coords: np.ndarray  # (N, 2) float64 in the file's units, our node order (depot first for CVRP)
+    coords: np.ndarray | None  # (N, 2) float64 in the file's units, our node order (depot first for CVRP); None for ATSP
     node_ids: np.ndarray  # (N,) int64 the file's 1-based node ids in our order
-    edge_weight_type: str  # one of ROUNDING
+    edge_weight_type: str  # one of ROUNDING, or "EXPLICIT" (ATSP)
     demand: np.ndarray | None  # (N,) int64 in the file's units, depot 0 (CVRP)
     capacity: float | None  # vehicle capacity (CVRP)
-    offset: np.ndarray  # (2,) subtracted from coords before scaling
-    scale: float  # unit-square coordinates = (coords - offset) / scale
-    instance: Any  # the problem's Instance, batch 1, coordinates in [0, 1]^2
+    offset: np.ndarray  # (2,) subtracted from coords before scaling (zeros for ATSP)
+    scale: float  # unit-square coordinates = (coords - offset) / scale; ATSP: cost_matrix = matrix / scale
+    instance: Any  # the problem's Instance, batch 1, coordinates in [0, 1]^2 (ATSP: its cost_matrix in [0, 1])
     reference: float | None  # optimal / best-known cost in the file's units
     reference_source: str | None  # where it came from: "table", ".sol", ".opt.tour", "comment"
+    matrix: np.ndarray | None = None  # (N, N) float64 the file's explicit costs, diagonal 0 (ATSP)
 
 
 def load(path: str | os.PathLike, table: Mapping[str, float] | str | os.PathLike | None = None,
@@ -114,6 +119,8 @@ def load(path: str | os.PathLike, table: Mapping[str, float] | str | os.PathLike
         raise ValueError(f"{path}: TYPE {kind} cannot be represented; routing-gym reads {sorted(PROBLEM_TYPES)}")
     problem = PROBLEM_TYPES[kind]
     weight_type = str(raw.get("edge_weight_type", "EXACT_2D")).upper()
+    if problem == "atsp":
+        return load_matrix(path, raw, name, weight_type, table, device)
     if weight_type == "EXPLICIT":
         raise ValueError(f"{path}: EDGE_WEIGHT_TYPE EXPLICIT (a distance matrix) cannot be represented: the "
                          "envs compute Euclidean distances from coordinates")
@@ -157,6 +164,36 @@ def load(path: str | os.PathLike, table: Mapping[str, float] | str | os.PathLike
     real = RealInstance(name=name, problem=problem, path=path, coords=coords, node_ids=order + 1,
                         edge_weight_type=weight_type, demand=demand, capacity=capacity, offset=offset, scale=scale,
                         instance=instance, reference=None, reference_source=None)
+    value, source = find_reference(real, raw.get("comment"), table)
+    return RealInstance(**{**real.__dict__, "reference": value, "reference_source": source})
+
+
+def load_matrix(path: Path, raw: dict, name: str, weight_type: str, table, device: Any) -> RealInstance:
+    """An ATSP file: its explicit (N, N) matrix, checked (square, finite, >= 0 off the diagonal), the
+    diagonal taken as 0, divided by its largest entry into the ATSP unit's ``cost_matrix``."""
+    if weight_type != "EXPLICIT" or "edge_weight" not in raw:
+        raise ValueError(f"{path}: TYPE ATSP needs EDGE_WEIGHT_TYPE EXPLICIT and an EDGE_WEIGHT_SECTION (its "
+                         f"matrix), got EDGE_WEIGHT_TYPE {weight_type}")
+    n = raw.get("dimension")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise ValueError(f"{path}: an ATSP needs a DIMENSION >= 2, got {n!r}")
+    try:
+        matrix = np.array(raw["edge_weight"], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{path}: EDGE_WEIGHT_SECTION holds values that are not numbers") from None
+    if matrix.shape != (n, n):
+        raise ValueError(f"{path}: DIMENSION is {n} but EDGE_WEIGHT_SECTION gives a matrix of shape {matrix.shape}")
+    np.fill_diagonal(matrix, 0.0)
+    if not np.isfinite(matrix).all() or (matrix < 0).any():
+        raise ValueError(f"{path}: EDGE_WEIGHT_SECTION must hold finite numbers >= 0 off the diagonal")
+    scale = float(matrix.max()) or 1.0
+    try:
+        instance = get_problem("atsp").instance_from({"cost_matrix": np.clip(matrix / scale, 0.0, 1.0)}, device=device)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+    real = RealInstance(name=name, problem="atsp", path=path, coords=None, node_ids=np.arange(1, n + 1),
+                        edge_weight_type=weight_type, demand=None, capacity=None, offset=np.zeros(2), scale=scale,
+                        instance=instance, reference=None, reference_source=None, matrix=matrix)
     value, source = find_reference(real, raw.get("comment"), table)
     return RealInstance(**{**real.__dict__, "reference": value, "reference_source": source})
 
@@ -229,7 +266,10 @@ def positive(value: Any, what: str) -> float:
 
 # -- distances and costs --------------------------------------------------------------------------
 def distance_matrix(real: RealInstance) -> np.ndarray:
-    """(N, N) float64 distances by the file's convention (integers for the rounding types)."""
+    """(N, N) float64 distances by the file's convention (integers for the rounding types; an ATSP's
+    explicit matrix as read, diagonal 0)."""
+    if real.matrix is not None:
+        return real.matrix
     diff = real.coords[:, None, :] - real.coords[None, :, :]
     d = np.sqrt((diff ** 2).sum(-1))
     kind = real.edge_weight_type
@@ -255,9 +295,9 @@ def cost(real: RealInstance, tours) -> float:
             (by the env's own dynamics), or goes on past the end of its episode.
     """
     seq = tour_nodes(real, tours)
-    tour_cost(get_problem(real.problem), real.instance, torch.tensor([seq], device=real.instance.locs.device))
+    tour_cost(get_problem(real.problem), real.instance, torch.tensor([seq], device=real.instance[0].device))
     seq = episode(real, seq)
-    legs = seq + seq[:1] if real.problem == "tsp" else [0] + seq + [0]
+    legs = [0] + seq + [0] if get_problem(real.problem).has_depot else seq + seq[:1]  # a closed tour without a depot
     d = distance_matrix(real)
     return float(sum(d[a, b] for a, b in zip(legs[:-1], legs[1:])))
 
@@ -268,7 +308,7 @@ def tour_nodes(real: RealInstance, tours) -> list[int]:
     if arr.dtype.kind not in "iuf" or arr.ndim not in (1, 2) or (arr.ndim == 2 and len(arr) != 1):
         raise ValueError(f"a tour must be an (S,) or (1, S) array of node indices, got {arr.dtype} of shape "
                          f"{arr.shape}")
-    arr, n = arr.reshape(-1), len(real.coords)
+    arr, n = arr.reshape(-1), len(real.node_ids)
     whole = np.isfinite(arr) & (arr == np.round(arr))
     if not whole.all():
         step = int(np.argmin(whole))
@@ -284,12 +324,13 @@ def episode(real: RealInstance, seq: list[int]) -> list[int]:
     """A feasible tour up to the step that ends its episode (the one visiting the last node to visit).
     The env ignores later steps, which must be the no-op (TSP: its last node; CVRP: the depot) so that the
     file's distances are summed along the same tour."""
-    todo = set(range(1 if real.problem == "cvrp" else 0, len(real.coords)))
+    depot = get_problem(real.problem).has_depot
+    todo = set(range(int(depot), len(real.node_ids)))
     end = 0
     while todo:
         todo.discard(seq[end])
         end += 1
-    noop = seq[end - 1] if real.problem == "tsp" else 0
+    noop = 0 if depot else seq[end - 1]
     extra = [node for node in seq[end:] if node != noop]
     if extra:
         raise ValueError(f"the tour goes on after its episode ends at step {end}: later steps must be the "
@@ -375,7 +416,7 @@ def read_tour(path: str | os.PathLike, real: RealInstance) -> list[int]:
         except ValueError:
             raise ValueError(f"{path}: TOUR_SECTION holds {token!r}, not a node id") from None
     n = len(real.node_ids)
-    unknown = [i for i in ids if i < 1 or (i > n and real.problem == "tsp")]
+    unknown = [i for i in ids if i < 1 or (i > n and real.problem != "cvrp")]
     if unknown:
         copies = "; LKH-3 numbers copies of the depot above them" if real.problem == "cvrp" else ""
         raise ValueError(f"{path}: node id {unknown[0]} does not exist (the instance's ids are 1..{n}{copies})")
@@ -383,7 +424,7 @@ def read_tour(path: str | os.PathLike, real: RealInstance) -> list[int]:
         raise ValueError(f"{path}: TOUR_SECTION lists no nodes")
     index = {int(node): i for i, node in enumerate(real.node_ids)}
     nodes = [index.get(i, 0) for i in ids]  # depot copies (ids > N) become node 0
-    if real.problem == "tsp":
+    if not get_problem(real.problem).has_depot:
         return nodes
     start = nodes.index(0) if 0 in nodes else 0
     nodes = nodes[start:] + nodes[:start]  # rotate to start at the depot

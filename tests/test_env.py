@@ -89,7 +89,7 @@ def test_episode__return_equals_minus_info_cost_and_tour_matches(problem):
         assert info["cost"] == -ret and info["invalid_action"] is np.False_
         core, inst = env.unwrapped.problem, env.unwrapped.state.instance
         tour = info["tour"]
-        assert tour.dtype == np.int64 and tour.shape == (core.max_steps(inst.locs.shape[1]),)  # one shape always
+        assert tour.dtype == np.int64 and tour.shape == (core.max_steps(core.n_total_of(inst)),)  # one shape always
         assert (tour[:steps] >= 0).all() and (tour[steps:] == -1).all()  # padded with -1
         replayed = tour_cost(core, inst, torch.as_tensor(tour[tour >= 0])[None])  # the tour, unpadded
         assert float(replayed[0]) == pytest.approx(info["cost"], abs=1e-5)
@@ -99,10 +99,11 @@ def test_episode__return_equals_minus_info_cost_and_tour_matches(problem):
 def test_observation__fresh_arrays_each_call(problem):
     env = gym.make(f"routing/{problem}-20")
     obs, _ = env.reset(seed=0)
-    obs["locs"][:] = -1
+    key = env.unwrapped.problem.observation[0].key  # ``locs``, or a unit's first entry (ATSP's matrix)
+    obs[key][:] = -1
     obs["action_mask"][:] = 0
     obs2 = env.unwrapped._observation()
-    assert obs2["locs"].min() >= 0 and obs2["action_mask"].any()
+    assert obs2[key].min() >= 0 and obs2["action_mask"].any()
 
 
 def test_reset__same_seed_same_instance_and_fields_bounded():
@@ -177,7 +178,7 @@ def test_reset__generated_instances_of_every_size_lie_in_the_space(problem):
     """Small sizes too, where the generator's prizes (PCTSP: 4/n) and penalties (3K/n: 6 for n = 1) exceed the
     large-n bounds."""
     core = routing_gym.PROBLEMS[problem]
-    for n in range(core.min_num_nodes, 6):
+    for n in sorted({core.valid_num_nodes(k) for k in range(core.min_num_nodes, 6)}):
         env = gym.make(f"routing/{core.label}-v0", num_nodes=n)
         for seed in range(20):
             assert env.observation_space.contains(env.reset(seed=seed)[0]), (n, seed)

@@ -15,7 +15,9 @@ for their feasibility and cost:
   constraints (capacity), so each round the ``candidates`` most improving moves of each kind are applied,
   replayed through the unit, and the cheapest feasible one is kept when it is cheaper; a round that keeps
   none tries the next ``candidates`` of each kind;
-- one route from the depot (profits: OP, PCTSP, SPCTSP): the same moves within that route, replayed.
+- one route from the depot (profits: OP, PCTSP, SPCTSP): the same moves within that route, replayed;
+- nodes without coordinates (``policy.coordinates`` None: ATSP's cost matrix): no move; the tours are
+  returned as given (the length changes above are Euclidean and symmetric, a reversed block costs the same).
 
 Every move is one operation, :func:`exchange` of two blocks of the sequence, either of which may be empty
 and either reversed: 2-opt reverses a block, relocate / or-opt moves a block past a stretch, swap and 2-opt*
@@ -345,6 +347,8 @@ def improve(problem, instance, tours, *, max_rounds: int = 1000, time_limit: flo
     tours = as_tours(instance, tours)
     cost = tour_cost(problem, instance, tours)
     deadline = None if time_limit is None else time.monotonic() + time_limit
+    if problem.policy.coordinates is None:  # no Euclidean lengths to search with (see the module docstring)
+        return tours, cost
     n = instance.locs.shape[1]
     if not problem.has_depot and problem.profits is None:
         better = closed_tour_descent(instance, tours[:, :n], max_rounds, deadline)

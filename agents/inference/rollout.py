@@ -163,7 +163,7 @@ def evaluate(policy: Policy, problem: str, instances, *, batch_size: int = 1000,
     is evaluated in evaluation mode (batch-norm running statistics) and its mode restored after."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    total = instances.locs.shape[0]
+    total = instances[0].shape[0]
     num_nodes = get_problem(problem).size_of(instances)
     was_training = getattr(policy, "training", False)
     if hasattr(policy, "eval"):
@@ -173,8 +173,8 @@ def evaluate(policy: Policy, problem: str, instances, *, batch_size: int = 1000,
         for start in range(0, total, batch_size):
             chunk = select_rows(instances, slice(start, start + batch_size))
             chunk = type(chunk)(*(f.to(device) for f in chunk))
-            if env is None or env.num_envs != chunk.locs.shape[0]:
-                env = make_env(problem, num_nodes, chunk.locs.shape[0], device, **variant)
+            if env is None or env.num_envs != chunk[0].shape[0]:
+                env = make_env(problem, num_nodes, chunk[0].shape[0], device, **variant)
             costs.append(rollout(policy, env, chunk, strategy=strategy, generator=generator).cost)
     finally:
         if was_training:

@@ -13,6 +13,8 @@ argmax.
 - **Multi-start** (Kwon et al. 2020, POMO): one greedy rollout per first action (every node for TSP,
   every customer for the depot problems), optionally on each of the 8 coordinate transforms
   ``(x, y) -> (x or 1 - x, y or 1 - y)``, possibly swapped (:func:`augment`), which keep every distance.
+  Instances without coordinates (no ``locs`` field: a cost matrix) have no such transform: their copies
+  are the instance itself, so augmentation only repeats (greedy) or multiplies (sampling) the decoding.
 
 Everything is batched over ``batch_size`` rows (instance copies) at a time, so memory stays bounded
 whatever k, the beam width or the number of starts. Greedy, sampling and multi-start step the vector
@@ -54,14 +56,19 @@ def augment_locs(locs: Tensor, index: Tensor) -> Tensor:
     return torch.stack([torch.where(swap, y, x), torch.where(swap, x, y)], dim=-1)
 
 
+def transformed(instances, index: Tensor):
+    """Instances (R rows) with their coordinates under transform ``index`` (R,) (:func:`augment_locs`);
+    unchanged where they have no coordinates (no ``locs`` field)."""
+    return instances._replace(locs=augment_locs(instances.locs, index)) if "locs" in instances._fields else instances
+
+
 def augment(instances, k: int = NUM_AUGMENTATIONS):
     """``k`` (1..8) transformed copies of each instance, copies of one instance adjacent (B * k rows)."""
     if not 1 <= k <= NUM_AUGMENTATIONS:
         raise ValueError(f"augment must be between 1 and {NUM_AUGMENTATIONS}, got {k}")
-    b, dev = instances.locs.shape[0], instances.locs.device
+    b, dev = instances[0].shape[0], instances[0].device
     rows = select_rows(instances, torch.arange(b, device=dev).repeat_interleave(k))
-    index = torch.arange(k, device=dev).repeat(b)
-    return rows._replace(locs=augment_locs(rows.locs, index))
+    return transformed(rows, torch.arange(k, device=dev).repeat(b))
 
 
 class Copies(NamedTuple):
@@ -91,8 +98,8 @@ def best_of_copies(policy: Policy, problem, instances, copies: Copies, *, strate
     tour is re-costed (and re-validated) on the original instance.
     """
     check_batch_size(batch_size)
-    dev = instances.locs.device
-    b, n_total = instances.locs.shape[:2]
+    dev = instances[0].device
+    b, n_total = instances[0].shape[0], problem.n_total_of(instances)
     c = copies.transform.shape[0]
     transform, first = copies.transform.to(dev), copies.first.to(dev)
     max_steps = int(problem.bounds(n_total)["step"][2])
@@ -105,7 +112,7 @@ def best_of_copies(policy: Policy, problem, instances, copies: Copies, *, strate
         flat = torch.arange(f0, min(f0 + batch_size, b * c), device=dev)
         inst, copy = flat // c, flat % c
         original = select_rows(instances, inst)
-        rows = original._replace(locs=augment_locs(original.locs, transform[copy])) if recost else original
+        rows = transformed(original, transform[copy]) if recost else original
         starts = first[copy]
         if forced and bool((starts < 0).any()):
             raise ValueError("multi-start copies must all force a first action")
@@ -196,7 +203,7 @@ def multistart(policy: Policy, problem, instances, *, augment: int = NUM_AUGMENT
     on each of ``augment`` transforms; the cheapest per instance. Instances where no start is feasible (OP with
     every customer out of reach) fall back to plain greedy decoding."""
     problem = get_problem(problem) if isinstance(problem, str) else problem
-    starts = problem.start_nodes(instances.locs.shape[1])
+    starts = problem.start_nodes(problem.n_total_of(instances))
     t = transforms(augment)
     copies = Copies(t.repeat_interleave(len(starts)), starts.repeat(len(t)))
     cost, tours = best_of_copies(policy, problem, instances, copies, batch_size=batch_size)
@@ -218,8 +225,8 @@ def beam_search(policy: Policy, problem, instances, beam_width: int, *, augment:
     if beam_width < 1:
         raise ValueError(f"beam_width must be >= 1, got {beam_width}")
     check_batch_size(batch_size)
-    dev = instances.locs.device
-    b, n_total = instances.locs.shape[:2]
+    dev = instances[0].device
+    b, n_total = instances[0].shape[0], problem.n_total_of(instances)
     max_steps = int(problem.bounds(n_total)["step"][2])
     per_chunk = max(1, batch_size // (beam_width * augment))
     best = torch.full((b,), float("inf"), dtype=torch.float64, device=dev)
@@ -227,7 +234,7 @@ def beam_search(policy: Policy, problem, instances, beam_width: int, *, augment:
     for i0 in range(0, b, per_chunk):
         idx = torch.arange(i0, min(i0 + per_chunk, b), device=dev)
         original = select_rows(instances, idx.repeat_interleave(augment))
-        rows = original._replace(locs=augment_locs(original.locs, torch.arange(augment, device=dev).repeat(len(idx))))
+        rows = transformed(original, torch.arange(augment, device=dev).repeat(len(idx)))
         cost, actions, _ = beam_rows(policy, problem, rows, beam_width, max_steps)
         if augment > 1:
             cost, feasible = replay(problem, original, actions)
@@ -242,8 +249,8 @@ def beam_search(policy: Policy, problem, instances, beam_width: int, *, augment:
 def beam_rows(policy: Policy, problem, instances, width: int, max_steps: int) -> tuple[Tensor, Tensor, Tensor]:
     """Beam search on R instances: ``(cost (R,), actions (R, max_steps), log-likelihood (R,))`` of each
     one's cheapest final beam."""
-    dev = instances.locs.device
-    r, n = instances.locs.shape[:2]
+    dev = instances[0].device
+    r, n = instances[0].shape[0], problem.n_total_of(instances)
     rep = torch.arange(r, device=dev).repeat_interleave(width)
     state = problem.reset(instances)
     cache = initial = select_rows(policy.precompute(observe(problem, state)), rep)  # an instance's beams alike

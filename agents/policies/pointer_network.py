@@ -173,7 +173,7 @@ class PointerNetwork(nn.Module):
             ``(action, state)``: an allowed action (a numpy int64 scalar for a single observation, an int64
             array (B,) for a batch) and the state to pass to the next call. ``state`` is not modified.
         """
-        batched = np.ndim(obs["locs"]) == 3
+        batched = np.ndim(obs["action_mask"]) == 2
         x = batch_observation(obs, device=self.device, batched=batched)
         new_episode = state is None or (episode_start is not None and bool(np.all(episode_start)))
         if new_episode or bool((x["step"] == 0).all()):

@@ -65,7 +65,7 @@ def infer_problem(observation_space: spaces.Dict) -> str:
     exactly the space's. Problems with the same keys (CVRP and SDVRP, PCTSP and SPCTSP) that the encoder
     reads alike (same node features and step context) give the same network, and the first registered is
     named; otherwise ``problem=`` must be passed."""
-    n_total = observation_space["locs"].shape[0]
+    n_total = observation_space["action_mask"].shape[0]
     keys = set(observation_space.spaces)
     found = [p for p in PROBLEMS.values()
              if keys == set(p.bounds(n_total)) | set(p.node_indices) | {"action_mask"}]
@@ -140,7 +140,7 @@ class AttentionExtractor(BaseFeaturesExtractor):
         """SB3's preprocessed observation back to the Attention Model's: one-hot node indices to (B,)
         int64, the float mask to (B, N) bool."""
         out = dict(obs)
-        b = obs["locs"].shape[0]
+        b = obs["action_mask"].shape[0]
         for key in self.node_index_keys:
             out[key] = obs[key].reshape(b, -1).argmax(dim=-1)  # (B,)
         out["action_mask"] = obs["action_mask"].reshape(b, -1) > 0.5  # (B, N)

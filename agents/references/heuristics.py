@@ -36,7 +36,10 @@ name                 what it does
 ==================== ========================================================================================
 
 The insertions and ``2opt`` plan whole tours from the instance, so their policies read it from the first
-observation (``Problem.instance_from_observation``): not where it is hidden (SPCTSP's real prizes).
+observation (``Problem.instance_from_observation``): not where it is hidden (SPCTSP's real prizes), and,
+as they measure Euclidean distances, not where nodes have no coordinates (``policy.coordinates`` None).
+``nearest`` measures the problem's declared travel costs where it has them (``policy.edge_weights``, the
+cost from the current node's row), Euclidean distances otherwise.
 
 References: Rosenkrantz, Stearns & Lewis (1977) for the insertion rules; Croes (1958) for 2-opt. Kool et
 al. 2019 (Table 1) report the same baselines for TSP.
@@ -71,11 +74,15 @@ class NearestNeighbour:
         self.depot_last = self.problem.has_depot and self.problem.profits != "prize_collecting"
 
     def precompute(self, obs: dict) -> Tensor:
-        return obs["locs"]
+        """The coordinates, or the problem's declared travel costs (``policy.edge_weights``, (B, N, N))."""
+        return obs[self.problem.policy.edge_weights or "locs"]
 
     def log_probs(self, locs: Tensor, obs: dict) -> tuple[Tensor, Tensor]:
-        current = locs[torch.arange(locs.shape[0], device=locs.device), obs["current_node"]]
-        dist = torch.linalg.vector_norm(locs - current[:, None], dim=-1)
+        rows = torch.arange(locs.shape[0], device=locs.device)
+        if self.problem.policy.edge_weights:  # the costs from the current node
+            dist = locs[rows, obs["current_node"]]
+        else:
+            dist = torch.linalg.vector_norm(locs - locs[rows, obs["current_node"]][:, None], dim=-1)
         mask = obs["action_mask"].bool()
         nodes = torch.arange(mask.shape[1], device=mask.device)
         if self.start_at_zero:  # the first action is node 0
@@ -149,7 +156,7 @@ class Greedy:
         self.nearest = NearestNeighbour(self.problem)
 
     def precompute(self, obs: dict) -> Tensor:
-        return obs["locs"]
+        return self.nearest.precompute(obs) if self.rule is None else obs["locs"]
 
     def log_probs(self, locs: Tensor, obs: dict) -> tuple[Tensor, Tensor]:
         if self.rule is None:
@@ -214,6 +221,8 @@ def _not_for(problem, name: str) -> str | None:
     if name.endswith("_insertion") and problem.has_depot:
         without = "/".join(p.label for p in PROBLEMS.values() if not p.has_depot)
         return f"heuristic {name!r} is for problems without a depot ({without} only)"
+    if name in PLANNED and problem.policy.coordinates is None:
+        return f"heuristic {name!r} plans tours by Euclidean distances, and {problem.label} has no coordinates"
     if name in PLANNED and (why := hidden_instance(problem)):
         return f"heuristic {name!r} plans whole tours from the instance, and {why}"
     return None
@@ -290,7 +299,7 @@ def construct(problem, instances, policy=None, strategy: str = "greedy",
     """Tours (B, S) of a policy of the protocol (default :class:`Greedy`), decoded on the vector env
     (``strategy`` ``"greedy"`` or ``"sample"``)."""
     policy = Greedy(problem) if policy is None else policy
-    env = make_env(problem.name, problem.size_of(instances), instances.locs.shape[0], instances.locs.device)
+    env = make_env(problem.name, problem.size_of(instances), instances[0].shape[0], instances[0].device)
     with torch.no_grad():
         return rollout(policy, env, instances, strategy=strategy, generator=generator).actions
 
@@ -397,7 +406,7 @@ def heuristic_tours(problem, instances, name: str, generator: torch.Generator | 
     """
     problem = get_problem(problem)
     check_heuristic(problem, name)
-    gen = generator if generator is not None else torch.Generator(instances.locs.device).manual_seed(0)
+    gen = generator if generator is not None else torch.Generator(instances[0].device).manual_seed(0)
     if name.endswith("_insertion"):
         return insertion_tsp(instances.locs, name.split("_")[0], generator=gen)
     if name == "random":

@@ -211,8 +211,8 @@ class POMOBaseline(Baseline):
 
     def prepare(self, instances) -> tuple[Any, Tensor]:
         copies = augment(instances, self.copies) if self.copies > 1 else instances
-        rows = copies.locs.shape[0]
-        repeated = select_rows(copies, torch.arange(rows, device=copies.locs.device).repeat_interleave(self.equal_rows))
+        rows = copies[0].shape[0]
+        repeated = select_rows(copies, torch.arange(rows, device=copies[0].device).repeat_interleave(self.equal_rows))
         return repeated, self.starts.repeat(rows)
 
     def values(self, instances, cost: Tensor) -> Tensor:

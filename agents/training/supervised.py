@@ -63,13 +63,13 @@ def teacher_forcing_nll(policy, problem: str, instances, actions: Tensor, env=No
         ValueError: with ``check``, when a label takes a masked action (naming the instance and the step)
             or does not finish its episode.
     """
-    b = instances.locs.shape[0]
+    b = instances[0].shape[0]
     if env is None:
-        env = make_env(problem, get_problem(problem).size_of(instances), b, instances.locs.device)
+        env = make_env(problem, get_problem(problem).size_of(instances), b, instances[0].device)
     env = env.unwrapped if hasattr(env, "unwrapped") else env
     obs, _ = env.reset(options={"instances": instances})
     cache = None if policy is None else policy.precompute(obs)
-    nll = torch.zeros(b, device=instances.locs.device)
+    nll = torch.zeros(b, device=instances[0].device)
     for t in range(actions.shape[1]):
         a = actions[:, t]
         counted = ~env.state.done
@@ -92,7 +92,7 @@ def train_supervised(policy: nn.Module, problem: str, instances, actions: Tensor
                      config: SupervisedConfig = SupervisedConfig()) -> list[float]:
     """Fit ``policy`` to labelled ``actions`` (B, S) by teacher forcing; returns each epoch's mean loss
     (the cross-entropy per instance, summed over its steps, averaged over the set)."""
-    b = instances.locs.shape[0]
+    b = instances[0].shape[0]
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.lr)
     generator = torch.Generator().manual_seed(config.seed)
     num_nodes = get_problem(problem).size_of(instances)
@@ -100,12 +100,12 @@ def train_supervised(policy: nn.Module, problem: str, instances, actions: Tensor
     history = []
     policy.train()
     for _ in range(config.epochs):
-        order = torch.randperm(b, generator=generator).to(instances.locs.device)
+        order = torch.randperm(b, generator=generator).to(instances[0].device)
         total = 0.0
         for start in range(0, b, config.batch_size):
             idx = order[start:start + config.batch_size]
             if len(idx) not in envs:
-                envs[len(idx)] = make_env(problem, num_nodes, len(idx), instances.locs.device)
+                envs[len(idx)] = make_env(problem, num_nodes, len(idx), instances[0].device)
             batch = select_rows(instances, idx)
             loss = teacher_forcing_nll(policy, problem, batch, actions[idx], env=envs[len(idx)])
             optimizer.zero_grad(set_to_none=True)
