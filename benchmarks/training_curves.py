@@ -3,9 +3,9 @@
 Reads the ``metrics.csv`` that ``routing-gym train`` writes after every epoch, and the run's settings from
 its ``last.pt`` (problem, size, baseline, policy; or ``run.json``, the checkpoint's ``config`` and ``prior``,
 beside a finished run committed without its checkpoint; a run that started from other weights is drawn
-from their instances and time on), and draws every run given on the panel of its problem,
-with the paper's final greedy cost (Kool et al. 2019, Table 1, after 100 epochs of 1.28 M instances) as a
-dashed line::
+from their instances and time on), and draws every run given on the panel of its problem, each recipe in
+one colour on every panel (one legend below the panels), with the paper's final greedy cost (Kool et al.
+2019, Table 1, after 100 epochs of 1.28 M instances) as a dashed line::
 
     python benchmarks/training_curves.py runs/tsp20-rollout runs/cvrp20-rollout --out docs/images/training_curves.png
     python benchmarks/training_curves.py training/*/ --out curves.png     # the committed runs
@@ -63,10 +63,12 @@ def read_run(folder: Path) -> dict:
         label += f", {config.get('imitation_epochs')} epochs imitating solver tours first"
     if config.get("lr_schedule", "constant") != "constant":
         label += f", {config['lr_schedule']} from {config.get('lr', '?'):g}"
+    recipe = label + (", continuing trained weights" if start else "")  # one colour in every panel
     if start:
         source = Path(config.get("init_from") or "")  # a trainer checkpoint names its run, a policy file itself
         label += f", from {(source.parent.name if source.stem in ('last', 'best') else source.stem) or 'other weights'}"
-    return {"folder": folder, "problem": problem, "n": n, "label": label, "rows": rows, "seconds": elapsed}
+    return {"folder": folder, "problem": problem, "n": n, "label": label, "recipe": recipe, "rows": rows,
+            "seconds": elapsed}
 
 
 def _batch_history(table: list[dict], final: int | None) -> str:
@@ -84,29 +86,56 @@ def _batch_history(table: list[dict], final: int | None) -> str:
     return text
 
 
-def plot(runs: list[dict], out: Path, x: str = "instances") -> None:
+LEGEND_PT = 11  # the legend's text, in points (the axes' labels are 10)
+PAPER_LABEL = "the paper's greedy cost after 128 M instances (its value on the line)"
+
+
+def recipe_colours(runs: list[dict]) -> dict[str, tuple]:
+    """One colour per recipe (a run's settings, without the weights it continued), the same in every panel,
+    in the order the recipes first appear."""
+    recipes = list(dict.fromkeys(r["recipe"] for r in runs))
+    palette = plt.get_cmap("tab10" if len(recipes) <= 10 else "tab20").colors
+    return {recipe: palette[i % len(palette)] for i, recipe in enumerate(recipes)}
+
+
+def figure(runs: list[dict], x: str = "instances"):
+    """The panels (one per problem and size) over one legend of the recipes: each recipe one colour across
+    panels; runs of one recipe in one panel told apart by their line style; the paper's value a dashed line."""
     panels = list(dict.fromkeys((r["problem"], r["n"]) for r in runs))
+    colours = recipe_colours(runs)
     cols = min(len(panels), 2)
     rows = -(-len(panels) // cols)
-    entries = max(sum((r["problem"], r["n"]) == panel for r in runs) for panel in panels) + 1  # + the paper's line
-    # the legends go under their panels (the runs' labels are long), so each row is as tall as the longest legend
-    fig, axes = plt.subplots(rows, cols, figsize=(6.4 * cols, (3.4 + 0.16 * entries) * rows), squeeze=False,
+    fig, axes = plt.subplots(rows, cols, figsize=(6.4 * cols, 3.6 * rows + 0.3 * (len(colours) + 1)), squeeze=False,
                              layout="constrained")
     for ax in axes.flat[len(panels):]:
         ax.set_visible(False)
+    handles, paper_line = {}, None
     for ax, (problem, n) in zip(axes.flat, panels):
+        same = {}
         for run in (r for r in runs if (r["problem"], r["n"]) == (problem, n)):
             seen, cost = zip(*run["rows"])
             xs = [s / 1e6 for s in seen] if x == "instances" else [s / 60 for s in run["seconds"]]
-            ax.plot(xs, cost, marker=".", label=run["label"])
+            k = same[run["recipe"]] = same.get(run["recipe"], -1) + 1
+            line, = ax.plot(xs, cost, marker=".", markersize=4, color=colours[run["recipe"]],
+                            linestyle=("-", "--", ":", "-.")[k % 4], label=run["label"])
+            handles.setdefault(run["recipe"], line)
         paper = paper_value(problem, n, "am_greedy")
         if paper is not None:
-            ax.axhline(paper, color="grey", linestyle="--", label=f"paper, greedy after 128 M instances ({paper:.2f})")
+            paper_line = ax.axhline(paper, color="grey", linestyle="--")
+            ax.annotate(f"paper {paper:.2f}", (0, paper), xycoords=("axes fraction", "data"), xytext=(4, 2),
+                        textcoords="offset points", ha="left", va="bottom", color="dimgrey", fontsize=9)
         ax.set_title(f"{problem.upper()}-{n}" + (" (minus prize)" if problem == "op" else ""))
         ax.set_xlabel("training instances seen (millions)" if x == "instances" else "training time (minutes)")
         ax.set_ylabel("greedy validation cost")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16))
+    if paper_line is not None:
+        handles[PAPER_LABEL] = paper_line
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", fontsize=LEGEND_PT, frameon=False)
+    return fig
+
+
+def plot(runs: list[dict], out: Path, x: str = "instances") -> None:
+    fig = figure(runs, x)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
     plt.close(fig)

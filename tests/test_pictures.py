@@ -143,3 +143,34 @@ def test_render__png_is_the_final_frame(tmp_path, capsys):
     assert "saved" in capsys.readouterr().out
     picture = np.asarray(Image.open(both).convert("RGB"))
     assert picture.shape[1] == 2 * 600 and picture.shape[0] > 600  # two final panels under their captions
+
+
+def test_training_curves__one_colour_per_recipe_across_panels_and_a_readable_legend(monkeypatch):
+    import runpy
+    from pathlib import Path
+
+    import matplotlib.pyplot as plt
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.syspath_prepend(str(root / "benchmarks"))
+    curves = runpy.run_path(str(root / "benchmarks" / "training_curves.py"))
+    folders = ["cvrp20-rollout", "cvrp20-finetune", "op20-rollout", "op20-finetune", "tsp20-rollout", "tsp20-sl",
+               "tsp20-sl-130min"]
+    runs = [curves["read_run"](root / "training" / f) for f in folders]
+    fig = curves["figure"](runs)
+    colour_of = {}  # recipe -> the colour its runs are drawn in, in every panel
+    by_label = {r["label"]: r["recipe"] for r in runs}
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            if line.get_label() in by_label:
+                colour_of.setdefault(by_label[line.get_label()], set()).add(line.get_color())
+    assert len(colour_of) == len({r["recipe"] for r in runs}) and all(len(c) == 1 for c in colour_of.values())
+    assert len({next(iter(c)) for c in colour_of.values()}) == len(colour_of)  # recipes told apart
+    assert runs[0]["recipe"] == runs[2]["recipe"] and runs[1]["recipe"] == runs[3]["recipe"]  # shared across panels
+    legend, = fig.legends  # one legend for the figure, each recipe once
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert len(texts) == len(set(texts)) == len(colour_of) + 1  # + the paper's line
+    assert min(t.get_fontsize() for t in legend.get_texts()) >= 10
+    sl = [line for ax in fig.axes for line in ax.get_lines() if by_label.get(line.get_label()) == runs[5]["recipe"]]
+    assert len({line.get_linestyle() for line in sl}) == 2  # two runs of one recipe in one panel: two line styles
+    plt.close(fig)
