@@ -258,3 +258,35 @@ def test_mtvrp__any_subset_of_attributes_and_observation_round_trip():
     back = MTVRP.instance_from_observation(MTVRP.observe(MTVRP.reset(inst)))
     for a, b in zip(inst, back):
         assert torch.equal(a, b.to(a.dtype))
+
+
+def own_cost(locs, feats, tour):
+    """The judge's cost, for tests/test_problems.py's registry-wide rollout check."""
+    fields = {"locs": np.asarray(locs)[None], **{k: np.asarray(v)[None] for k, v in feats.items()}}
+    return Judge(MTVRP.Instance(**fields)).cost(list(tour))
+
+
+PYVRP_VARIANTS = ["CVRP", "OVRP", "VRPMB", "VRPL", "VRPTW", "MDCVRP", "MDOVRPMBLTW", "VRPMBLTW", "OVRPLTW"]
+
+
+@pytest.mark.parametrize("variant", PYVRP_VARIANTS)
+def test_mtvrp__pyvrp_cost_equals_our_tour_cost(variant):
+    """PyVRP's routes replay feasibly through the unit and our ``tour_cost`` equals PyVRP's own distance."""
+    pytest.importorskip("pyvrp")
+    from agents.references.solvers import mtvrp_actions, pyvrp_mtvrp, SCALE
+
+    inst = MTVRP.generate(2, 12, generator=torch.Generator().manual_seed(1), variant=variant)
+    for b in range(2):
+        one = MTVRP.Instance(*(f[b:b + 1] for f in inst))
+        routes, distance = pyvrp_mtvrp({k: v[0].numpy() for k, v in one._asdict().items()}, 0.3, 0)
+        actions = torch.tensor([mtvrp_actions(routes)])
+        assert float(tour_cost(MTVRP, one, actions)[0]) == pytest.approx(distance / SCALE, abs=2e-5)
+
+
+def test_mtvrp__pyvrp_refuses_linehauls_first_backhauls():
+    pytest.importorskip("pyvrp")
+    from agents.references.solvers import pyvrp_mtvrp
+
+    inst = MTVRP.generate(1, 12, generator=torch.Generator().manual_seed(1), variant="VRPB")
+    with pytest.raises(ValueError, match="class 1"):
+        pyvrp_mtvrp({k: v[0].numpy() for k, v in inst._asdict().items()}, 0.1, 0)

@@ -70,14 +70,16 @@ def sample_flags(variant: str, batch_size: int, generator, device) -> tuple[Tens
 
 def generate(batch_size: int, num_nodes: int, *, generator: torch.Generator | None = None, device: Any = None,
              variant: str = "all", num_depots: int = 3):
-    """B instances with ``num_nodes + 1`` nodes (``num_depots`` of them depots in multi-depot variants)."""
+    """B instances with ``num_nodes + 1`` nodes (``num_depots`` of them depots in multi-depot variants), drawn on
+    the device without reading a value on the host."""
     from .unit import MTVRPInstance
 
     n = check_num_nodes(num_nodes, minimum=1)
     dev = generation_device(generator, device)
     b, big = batch_size, n + 1
     flags = Flags(*sample_flags(variant, b, generator, dev))
-    if bool(flags.multi_depot.any()) and num_depots > n:
+    k = num_depots if variant == "mixed" or VARIANTS.get(variant, Flags(*[False] * 6)).multi_depot else 1  # depot slots
+    if k > n:
         raise ValueError(f"num_depots={num_depots} leaves no customer among num_nodes + 1 = {n + 1} nodes")
     rand = lambda *shape: torch.rand(*shape, generator=generator, device=dev)  # noqa: E731
     locs = rand(b, big, 2)
@@ -91,7 +93,6 @@ def generate(batch_size: int, num_nodes: int, *, generator: torch.Generator | No
     demand_backhaul = torch.where(pickup, units / cap, 0.0)
 
     # travel from the farthest of the instance's depots (the depots are the first nodes)
-    k = num_depots if bool(flags.multi_depot.any()) else 1
     d = distance(locs[:, :k, None], locs[:, None, :])  # (B, k, N)
     d = d.masked_fill(torch.arange(k, device=dev)[None, :, None] >= depots[:, None, None], 0.0).amax(dim=1)  # (B, N)
     speed = torch.ones(b, 1, device=dev)

@@ -216,7 +216,7 @@ class MTVRP(Problem):
         limit = scalar("distance_limit", torch.inf, allow_inf=True)
         _check_time(windows[..., 0], "time_windows", TIME_CAP)
         _check_time(windows[..., 1], "time_windows", TIME_CAP)
-        _check_time(service, "service_time", TIME_CAP)
+        _check_time(service, "service_time", TIME_CAP, inclusive=True)
         _check_time(limit, "distance_limit", LENGTH_CAP)
         if (windows[..., 0] > windows[..., 1]).any():
             raise ValueError("instance field 'time_windows' must open before it closes")
@@ -228,6 +228,32 @@ class MTVRP(Problem):
                              capacity_original=capacity)
         _check_servable(inst, is_depot)
         return inst
+
+    @classmethod
+    def field_at_bound(cls, data: dict, field: str, node: int, value: float) -> dict | None:
+        """``data`` with ``field`` at ``value`` (at ``node`` for per-node fields), and what the joint
+        constraints tie to it: a customer's other demand 0 (a linehaul or a backhaul); without time windows
+        (a service time, a speed or depots where the windows would no longer let a vehicle serve alone);
+        with ``num_depots`` depots first, zero demands at them and no duration limit."""
+        out = {k: np.array(v, copy=True) for k, v in data.items()}
+        out[field] = out[field].astype(np.float32)  # a bool or integer field takes the value as given
+        if out[field].shape == (1,):
+            out[field][0] = value
+        else:
+            out[field].reshape(out[field].shape[0], -1)[node, 0] = value
+        other = {"demand_linehaul": "demand_backhaul", "demand_backhaul": "demand_linehaul"}.get(field)
+        if other is not None:
+            out[other][node] = 0.0
+        if field in ("service_time", "speed", "num_depots"):
+            out["time_windows"][:, 0], out["time_windows"][:, 1] = 0.0, np.inf
+            out["service_time"] = np.where(np.arange(len(out["service_time"])) == node, out["service_time"], 0.0) \
+                if field == "service_time" else np.zeros_like(out["service_time"])
+        if field == "num_depots" and value <= len(out["locs"]) - 1:
+            depot = np.arange(len(out["locs"])) < value
+            out["demand_linehaul"] = np.where(depot, 0.0, np.maximum(out["demand_linehaul"], 0.1 * (out["demand_backhaul"] <= 0)))
+            out["demand_backhaul"] = np.where(depot, 0.0, out["demand_backhaul"])
+            out["distance_limit"][:] = np.inf
+        return out
 
     @classmethod
     def instance_from_observation(cls, obs) -> MTVRPInstance:
@@ -353,10 +379,11 @@ def _check_whole(arr: Tensor, name: str, low: int, high: int) -> None:
         raise ValueError(f"instance field '{name}' must be an integer in [{low}, {high}]")
 
 
-def _check_time(arr: Tensor, name: str, cap: float) -> None:
+def _check_time(arr: Tensor, name: str, cap: float, inclusive: bool = False) -> None:
     finite = arr[torch.isfinite(arr)]
-    if (arr < 0).any() or (finite >= cap).any():
-        raise ValueError(f"instance field '{name}' must be >= 0 and below {cap:g} (inf: none)")
+    if (arr < 0).any() or (finite > cap if inclusive else finite >= cap).any():
+        raise ValueError(f"instance field '{name}' must be >= 0 and {'at most' if inclusive else 'below'} {cap:g}"
+                         + ("" if inclusive else " (inf: none)"))
 
 
 def _check_servable(inst: MTVRPInstance, is_depot: Tensor) -> None:
