@@ -30,15 +30,25 @@ def instance_keys(problem) -> tuple[str, ...]:
 
 def save_dataset(path: str | os.PathLike, instances, **references: np.ndarray) -> None:
     """Save a batch of instances (the problem's ``Instance`` of tensors) and reference arrays
-    (``ref_cost`` (B,), ``ref_tours`` (B, S)); ``ValueError`` for other names or malformed arrays."""
+    (``ref_cost`` (B,), ``ref_tours`` (B, S)) as ``path``, the name as given (no suffix added), replaced
+    atomically; ``ValueError`` for other names or malformed arrays."""
     unknown = sorted(set(references) - set(REFERENCES))
     if unknown:
         raise ValueError(f"unknown reference array(s) {unknown}; a dataset holds {list(REFERENCES)}")
     arrays = {k: v.detach().cpu().numpy() for k, v in instances._asdict().items()}
-    b, n = arrays["locs"].shape[:2]
+    b, n = next(iter(arrays.values())).shape[:2]  # the first field, (B, N, ...): ``locs``, or a coordinate-free unit's matrix
     if b == 0:
         raise ValueError("a dataset must hold at least one instance")
-    np.savez_compressed(path, **arrays, **{k: reference_array(k, v, b, n) for k, v in references.items()})
+    refs = {k: reference_array(k, v, b, n) for k, v in references.items()}
+    path = Path(path)  # written under exactly this name (numpy would add .npz to x.NPZ), through a temporary file
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with tmp.open("wb") as f:
+            np.savez_compressed(f, **arrays, **refs)
+        os.replace(tmp, path)
+    except BaseException:  # a failed or interrupted write leaves the previous file and no temporary one
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def load_dataset(path: str | os.PathLike, problem: str, device=None):
@@ -70,7 +80,7 @@ def load_dataset(path: str | os.PathLike, problem: str, device=None):
         instances = core.instance_from(arrays, batched=True, device=device)
     except ValueError as e:
         raise ValueError(f"dataset {path}: {e}") from None
-    b, n = instances.locs.shape[:2]
+    b, n = instances[0].shape[0], core.n_total_of(instances)
     if b == 0:
         raise ValueError(f"dataset {path} holds no instances")
     try:

@@ -144,3 +144,107 @@ def test_train__a_resumed_run_stopped_in_its_first_epoch_blocks_no_retry(tmp_pat
     assert "interrupted" in err and "the same command starts again" in err
     assert cli(command) == 0
     assert (tmp_path / "b" / "last.pt").is_file()
+
+
+# -- a minutes budget holds the epoch's end too ---------------------------------------------------------------
+def tiny_trainer(tmp_path, **overrides) -> Trainer:
+    config = dict(problem="tsp", num_nodes=5, epochs=3, epoch_size=320, batch_size=32, eval_size=32, val_size=32,
+                  model=TINY_MODEL, out_dir=str(tmp_path / "run"), seed=1)
+    config.update(overrides)
+    return Trainer(TrainConfig(**config))
+
+
+def test_budget__keeps_the_epoch_end_within_it_or_says_by_how_much_it_overruns(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(Trainer, "_estimate_epoch_end", lambda self: 600.0)  # validation takes the whole 10 min
+    trainer = tiny_trainer(tmp_path, epochs=1, max_minutes=10)
+    trainer.fit(progress=False, log=True)
+    assert trainer.instances_seen == 32  # one batch, then the epoch's end: not the epoch's 10 batches
+    out = capsys.readouterr().out
+    assert "about 600 s are kept for each epoch's end (validation of 32 instances, baseline test of 32" in out
+    assert "the run will overrun it by about 0 s and one batch" in out
+
+
+def test_budget__a_resumed_run_says_the_checkpoint_s_minutes_count(tmp_path, capsys):
+    tiny_trainer(tmp_path, epochs=1, epoch_size=32, max_minutes=30).fit(progress=False, log=False)
+    trainer = Trainer.resume(tmp_path / "run" / "last.pt", epochs=2)
+    trainer.fit(progress=False, log=True)
+    assert "(the checkpoint's run spent 0.0 of the 30)" in capsys.readouterr().out
+
+
+def test_validation__shows_progress(tmp_path, capsys):
+    tiny_trainer(tmp_path, epochs=1, epoch_size=32).fit(progress=True, log=False)
+    assert "validation 0" in capsys.readouterr().err
+
+
+def test_train__a_rounded_epoch_size_is_said(tmp_path, capsys):
+    args = [a if a != "32" else "32" for a in RUN_ARGS]
+    args[args.index("--epoch-size") + 1] = "40"
+    assert cli(["train", *args, "--embed-dim", "16", "--n-layers", "1", "--out-dir", str(tmp_path / "r")]) == 0
+    assert "each epoch trains 2 whole batches, 64 instances" in capsys.readouterr().out
+
+
+# -- eval takes what a checkpoint knows, and says what it does --------------------------------------------------
+def test_eval__a_checkpoint_gives_its_problem_and_size(tmp_path, capsys):
+    checkpoint = tiny_checkpoint(tmp_path / "run")
+    assert cli(["eval", "--policy", str(checkpoint), "--num-instances", "8", "--no-progress"]) == 0
+    assert capsys.readouterr().out.startswith("tsp-5 ")
+
+
+def test_eval__pretrained_on_other_prizes_is_said(capsys):
+    assert cli(["eval", "--problem", "op", "--policy", "pretrained", "--prize-type", "unif", "--num-instances", "8",
+                "--no-progress"]) == 0
+    assert "the shipped op-20 model was trained on prize_type 'dist'; these instances have prize_type 'unif'" \
+        in capsys.readouterr().err
+
+
+def test_eval__options_that_do_not_apply_to_instances_are_refused(tmp_path, capsys):
+    pytest.importorskip("vrplib")
+    tsp = str(ROOT / "tests" / "data" / "eil51.tsp")
+    assert cli(["eval", "--problem", "op", "--policy", "nearest", "--instances", tsp]) == 2
+    assert "a tsp file, not op (--problem)" in one_error_line(capsys)
+    assert cli(["eval", "--policy", "nearest", "--instances", tsp, "--dataset", tsp]) == 2
+    assert "--dataset does not apply to it" in one_error_line(capsys)
+
+
+def test_eval__policy_help_names_every_heuristic(capsys):
+    from agents.references.heuristics import HEURISTICS
+
+    with pytest.raises(SystemExit):
+        cli(["eval", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert all(name in text for name in HEURISTICS)
+
+
+def test_compare__offers_only_problems_with_a_shipped_model(capsys):
+    assert cli(["compare", "--problems", "sdvrp", "--no-picture"]) == 2
+    assert "invalid choice: 'sdvrp'" in one_error_line(capsys)
+    assert cli(["compare", "--problems", "tsp", "--num-nodes", "30", "--no-picture"]) == 2
+    assert "no shipped tsp model for n = 30" in one_error_line(capsys)
+
+
+def test_train__imitation_epochs_without_imitate_and_an_empty_out_dir_are_refused(tmp_path, capsys):
+    assert cli(["train", *TINY_ARGS, "--imitation-epochs", "3", "--out-dir", str(tmp_path / "r")]) == 2
+    assert "--imitate" in one_error_line(capsys)
+    assert cli(["train", *TINY_ARGS, "--out-dir", ""]) == 2
+    assert "empty folder name" in one_error_line(capsys)
+    assert not (tmp_path / "r").exists()
+
+
+def test_eval__save_writes_the_name_given_and_creates_its_folder_first(tmp_path, capsys):
+    out = tmp_path / "new" / "labels.NPZ"
+    assert cli(["eval", "--problem", "tsp", "--num-nodes", "5", "--policy", "nearest", "--num-instances", "4",
+                "--save", str(out), "--no-progress"]) == 0
+    assert f"saved {out} " in capsys.readouterr().out
+    assert sorted(p.name for p in out.parent.iterdir()) == ["labels.NPZ"]
+
+
+def test_eval__ctrl_c_ends_in_one_line_and_status_130(monkeypatch, capsys):
+    import agents.inference.search as search
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(search, "decode", interrupted)
+    assert cli(["eval", "--problem", "tsp", "--num-nodes", "5", "--policy", "nearest", "--num-instances", "4",
+                "--no-progress"]) == 130
+    assert "interrupted" in one_error_line(capsys)

@@ -328,12 +328,14 @@ def cmd_eval(args) -> int:
     options = dict(num_samples=args.samples, beam_width=args.beam_width, augment=args.augment,
                    batch_size=args.batch_size, generator=gen, temperature=args.temperature)
     if args.instances:
-        if args.save:
-            raise ValueError("--save writes a dataset of unit-square instances; with --instances there is none "
-                             "(drop one of the two)")
+        check_instances_options(args)
         return eval_real_instances(args, options)
+    if args.save:  # before the work, not after it
+        make_parent(args.save)
+    record = trained_on(args.policy)
+    args.problem = args.problem or record.get("problem")
     if args.problem is None:
-        raise ValueError("eval needs --problem (or --instances)")
+        raise ValueError("eval needs --problem (or --instances, or a checkpoint as --policy)")
     problem = get_problem(args.problem)
     variant = variant_of(args, problem)
     extras = {}
@@ -346,7 +348,9 @@ def cmd_eval(args) -> int:
             extras = {k: v[:args.limit] for k, v in extras.items()}
             source = f"the first {len(instances[0])} instances of {args.dataset}"
     else:
-        num_nodes = args.num_nodes if args.num_nodes is not None else default_num_nodes(args.policy, args.problem)
+        num_nodes = next((n for n in (args.num_nodes, record.get("num_nodes")) if n is not None), None) \
+            or default_num_nodes(args.policy, args.problem)
+        note_variant(args.policy, args.problem, num_nodes, variant, record)
         instances = problem.generate(args.num_instances, num_nodes, generator=torch.Generator().manual_seed(args.seed),
                                      **variant)
         source = f"{args.num_instances} seeded instances (seed {args.seed})"
@@ -379,6 +383,56 @@ def cmd_eval(args) -> int:
         save_dataset(args.save, instances, ref_cost=costs.cpu().numpy(), ref_tours=tours.numpy())
         print(f"saved {args.save} (the instances, with the decoded costs as ref_cost and tours as ref_tours)")
     return 0
+
+
+def trained_on(spec: str) -> dict:
+    """What a checkpoint file ``spec`` records of its training: ``problem``, ``num_nodes`` and ``variant``
+    (those it holds, of the right types); empty for a heuristic, ``pretrained`` or other files."""
+    from ..policies.checkpoint import load_checkpoint
+
+    if not Path(spec).is_file():
+        return {}
+    try:
+        ckpt = load_checkpoint(spec)
+    except ValueError:  # the reference weights of Kool et al., or a file load_policy will name
+        return {}
+    meta = ckpt.get("meta") if isinstance(ckpt.get("meta"), dict) else {}
+    config = ckpt.get("config") if isinstance(ckpt.get("config"), dict) else meta.get("trainer")
+    config = config if isinstance(config, dict) else {}
+    found = {"problem": config.get("problem", meta.get("problem")),
+             "num_nodes": config.get("num_nodes", meta.get("num_nodes")), "variant": config.get("variant")}
+    kinds = {"problem": str, "num_nodes": int, "variant": dict}
+    return {k: v for k, v in found.items() if isinstance(v, kinds[k]) and not isinstance(v, bool)}
+
+
+def note_variant(spec: str, problem: str, num_nodes: int, variant: dict, record: dict) -> None:
+    """A note on stderr when the instances' options (``--prize-type unif``) differ from those the model
+    was trained on (the shipped model's, or the checkpoint's)."""
+    if spec == "pretrained":
+        from ..policies.pretrained import pretrained_meta, pretrained_path
+
+        if not pretrained_path(problem, num_nodes).is_file():
+            return
+        record = {"variant": pretrained_meta(problem, num_nodes).get("trainer", {}).get("variant")}
+        spec = f"the shipped {problem}-{num_nodes} model"
+    trained = get_problem(problem).check_variant(record["variant"]) if isinstance(record.get("variant"), dict) else None
+    if trained and trained != variant:
+        def say(v):
+            return ", ".join(f"{k} {v[k]!r}" for k in sorted(v))
+        print(f"routing-gym eval: note: {spec} was trained on {say(trained)}; these instances have {say(variant)}",
+              file=sys.stderr)
+
+
+def check_instances_options(args) -> None:
+    """``ValueError`` for an option that does not apply to ``--instances`` (each file gives its problem,
+    size and data): it would be dropped without a word."""
+    if args.save:
+        raise ValueError("--save writes a dataset of unit-square instances; with --instances there is none "
+                         "(drop one of the two)")
+    unused = [key for key in ("dataset", "limit", "num_nodes", *VARIANT_OPTIONS) if getattr(args, key, None) is not None]
+    if unused:
+        raise ValueError(f"--instances reads each file's own problem, size and data; "
+                         f"{', '.join('--' + flag(k) for k in unused)} does not apply to it (drop one or the other)")
 
 
 def default_num_nodes(policy: str, problem: str) -> int:
@@ -453,6 +507,9 @@ def eval_real_instances(args, options) -> int:
         return policies[key]
 
     def tours(problem_name, instance):
+        if args.problem is not None and problem_name != args.problem:
+            raise ValueError(f"a {problem_name} file, not {args.problem} (--problem); --instances reads the "
+                             f"problem from each file: drop --problem")
         policy = policy_for(problem_name, get_problem(problem_name).size_of(instance))
         instance = type(instance)(*(f.to(args.device) for f in instance))
         with torch.no_grad():
@@ -632,9 +689,14 @@ def cmd_play(args) -> int:
 def cmd_compare(args) -> int:
     from .compare import check_picture, compare_problem, picture, shipped_problems, table
 
-    problems = args.problems or shipped_problems(args.num_nodes)
+    shipped = shipped_problems(args.num_nodes)
+    problems = args.problems or shipped
     if not problems:
         raise ValueError(f"no shipped model for n = {args.num_nodes}")
+    missing = [p for p in problems if p not in shipped]
+    if missing:
+        raise ValueError(f"no shipped {', '.join(missing)} model for n = {args.num_nodes}; shipped for "
+                         f"n = {args.num_nodes}: {', '.join(shipped) or 'none'}")
     if args.out and args.no_picture:
         raise ValueError("--out and --no-picture contradict each other; give one")
     out = args.out
@@ -668,6 +730,8 @@ def cmd_export(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from ..inference.device import DEVICE_HELP
+    from ..policies.pretrained import pretrained_sizes
+    from ..references.heuristics import HEURISTICS
     from ..training.baselines import BASELINES
 
     from ..training.config import LR_SCHEDULES, TrainConfig
@@ -733,8 +797,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--imitation-epochs", type=int, help="supervised epochs at the start of the run, with --imitate "
                    + trained("imitation_epochs"))
     t.add_argument("--max-minutes", type=float,
-                   help="wall-clock budget of the run (training and validation); the run stops when it is spent "
-                   "(default: none)")
+                   help="wall-clock budget of the run in minutes: training, baseline tests, validation and "
+                   "checkpoints (each epoch's end is set aside in it, and the start says how long it takes); with "
+                   "--resume it counts the checkpoint's earlier minutes too (default: none)")
     t.add_argument("--val-dataset", help="validate on this dataset file instead of --val-size generated instances "
                    "(with reference costs, metrics.csv also gets val_gap)")
     t.add_argument("--resume", help="a trainer checkpoint (OUT_DIR/last.pt or best.pt) to continue from, writing "
@@ -749,11 +814,14 @@ def build_parser() -> argparse.ArgumentParser:
     e = command("eval", "evaluate a policy: seeded instances, a dataset or files",
                 "A policy's mean cost on seeded generated instances, on a dataset (with the gap to its reference "
                 "costs), or on TSPLIB / VRPLIB files (a table with each file's cost and gap).")
-    e.add_argument("--problem", choices=PROBLEM_CHOICES, help="required unless --instances")
-    e.add_argument("--num-nodes", type=int, help="customers (TSP: nodes) per generated instance (default with "
-                   "--policy pretrained: the shipped model's size, where one size is shipped)")
+    e.add_argument("--problem", choices=PROBLEM_CHOICES,
+                   help="required unless --instances (each file gives its own) or a checkpoint as --policy (its own)")
+    e.add_argument("--num-nodes", type=int, help="customers (TSP: nodes) per generated instance (default: a "
+                   "checkpoint's own size; with --policy pretrained the shipped model's, where one size is shipped)")
     add_variant_args(e)
-    e.add_argument("--policy", required=True, help="checkpoint path, 'pretrained', 'nearest' or 'random'")
+    e.add_argument("--policy", required=True, help="a checkpoint file (its problem and size are the defaults of "
+                   "--problem and --num-nodes), 'pretrained' (the shipped model), or a heuristic: "
+                   + ", ".join(HEURISTICS))
     e.add_argument("--dataset", type=input_file,
                    help=".npz dataset (format: docs/contract.md); else --num-instances seeded instances")
     e.add_argument("--num-instances", type=positive_int, default=10_000, help="seeded instances generated")
@@ -815,7 +883,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = command("compare", "the shipped models against the heuristics",
                 "The shipped models against the classic heuristics on seeded test instances: a table, and a "
                 f"picture of one instance per problem (in {COMPARE_PICTURE} unless --out or --no-picture).")
-    c.add_argument("--problems", nargs="+", choices=PROBLEM_CHOICES, help="default: every problem with a shipped model")
+    c.add_argument("--problems", nargs="+", choices=[p for p in PROBLEM_CHOICES if pretrained_sizes(p)],
+                   help="problems with a shipped model (default: every one shipped for --num-nodes)")
     c.add_argument("--num-nodes", type=positive_int, default=20, help="customers (TSP: nodes)")
     c.add_argument("--num-instances", type=positive_int, default=1000, help="test instances per problem")
     c.add_argument("--seed", type=seed_int, default=4321, help="seed of the test set (the trainer never draws it)")

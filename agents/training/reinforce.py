@@ -178,16 +178,26 @@ class Trainer:
         return self.labels is not None and self.epoch < self.cfg.imitation_epochs
 
     # -- services of the baselines -----------------------------------------------------------------
-    def greedy_costs(self, policy, instances, *, sharded: bool = False) -> Tensor:
-        """Greedy costs of ``instances``; ``sharded``: the set is the same on every rank, each rank
-        decodes its contiguous slice and all get every cost."""
+    def greedy_costs(self, policy, instances, *, sharded: bool = False, desc: str | None = None) -> Tensor:
+        """Greedy costs of ``instances``, ``cfg.eval_batch_size`` at a time; ``sharded``: the set is the same
+        on every rank, each rank decodes its contiguous slice and all get every cost; ``desc``: a progress
+        bar so named (rank 0)."""
         if sharded and self.world_size > 1:
             size = instances[0].shape[0] // self.world_size
             instances = select_rows(instances, slice(self.rank * size, (self.rank + 1) * size))
         policy.eval()
+        total, chunk = instances[0].shape[0], self.cfg.eval_batch_size
+        bar = _progress(math.ceil(total / chunk), desc, desc is not None and self.rank == 0)
+        costs = []
         with torch.no_grad(), self.autocast():
-            costs = evaluate(policy, self.cfg.problem, instances, batch_size=self.cfg.eval_batch_size,
-                             device=self.device, **self.cfg.variant)
+            for first in range(0, total, chunk):
+                costs.append(evaluate(policy, self.cfg.problem, select_rows(instances, slice(first, first + chunk)),
+                                      batch_size=chunk, device=self.device, **self.cfg.variant))
+                if bar is not None:
+                    bar.update()
+        if bar is not None:
+            bar.close()
+        costs = torch.cat(costs)
         return gather_costs(costs) if sharded else costs
 
     def autocast(self):
@@ -316,7 +326,8 @@ class Trainer:
                 bar.update()
         if bar is not None:
             bar.close()
-        train_time = time.perf_counter() - start
+        self.training_ended = time.perf_counter()  # the epoch's end starts (fit reserves its length)
+        train_time = self.training_ended - start
         if not self._finite_weights():
             raise TrainingDiverged(f"training diverged at epoch {self.epoch}: the weights are not finite")
         row = {"epoch": self.epoch, "instances_seen": self.instances_seen,
@@ -324,7 +335,8 @@ class Trainer:
                "lr": self.optimizer.param_groups[0]["lr"], "batch_size": cfg.batch_size, "train_time_s": train_time,
                "instances_per_s": len(costs) * cfg.batch_size / train_time}
         row.update(self.baseline.epoch_end())
-        val = self.greedy_costs(self.policy, self.val_set, sharded=True)
+        val = self.greedy_costs(self.policy, self.val_set, sharded=True,
+                                desc=f"validation {self.epoch}" if progress else None)
         row["val_cost"] = float(val.mean())
         if self.val_ref is not None:
             row["val_gap"] = float(((val - self.val_ref) / self.val_ref.abs()).mean())
@@ -376,14 +388,18 @@ class Trainer:
         lead = self.rank == 0
         writer = _tensorboard(out, purge_step=self.epoch) if log and lead else None
         rows = []
+        deadline = time.perf_counter() + budget
+        reserve = self._estimate_epoch_end() if math.isfinite(budget) else 0.0  # seconds an epoch's end takes
         if log and lead:
             print(f"training {cfg.problem}-{cfg.num_nodes} on {_describe(self.device)}"
                   f"{f' x {self.world_size} ranks' if self.world_size > 1 else ''} from epoch {self.epoch}, "
                   f"writing to {out}/ (last.pt, best.pt, metrics.csv)")
-        deadline = time.perf_counter() + budget
-        while self.epoch < cfg.epochs and not self._rank0([float(time.perf_counter() >= deadline)])[0]:
+            for note in self._start_notes(budget, reserve):
+                print(f"note: {note}")
+        # at least one epoch (of at least one batch); then none whose end would not fit the budget
+        while self.epoch < cfg.epochs and not (rows and self._rank0([float(time.perf_counter() >= deadline - reserve)])[0]):
             try:
-                row = self.train_epoch(progress=progress, deadline=deadline)
+                row = self.train_epoch(progress=progress, deadline=deadline - reserve)
             except TrainingDiverged as e:
                 saved = f"{out / 'last.pt'} keeps epoch {self.epoch - 1}" if self.history else "nothing was saved"
                 raise TrainingDiverged(f"{e}; {saved}. Lower the learning rate, or resume from best.pt") from None
@@ -405,7 +421,38 @@ class Trainer:
                 writer.flush()
             if log:
                 print(" ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
+            if reserve:  # what this epoch's end took (baseline test, validation, checkpoint), for the next one
+                reserve = time.perf_counter() - self.training_ended
         return rows
+
+    def _estimate_epoch_end(self) -> float:
+        """Seconds an epoch's end will take (the baseline's greedy test and the validation), timed on the
+        first ``eval_batch_size`` validation instances: a minutes budget sets them aside before training."""
+        size = self.val_set[0].shape[0]
+        rows = min(size, self.cfg.eval_batch_size)
+        start = time.perf_counter()
+        self.greedy_costs(self.policy, select_rows(self.val_set, slice(0, rows)))
+        per_row = (time.perf_counter() - start) / rows
+        return per_row * (size + self.baseline.end_rows()) / self.world_size
+
+    def _start_notes(self, budget: float, reserve: float) -> list[str]:
+        """What a user should know before the run starts: a rounded epoch size, the budget and its parts."""
+        cfg, notes = self.cfg, []
+        if cfg.epoch_size % cfg.batch_size:
+            steps = math.ceil(cfg.epoch_size / cfg.batch_size)
+            notes.append(f"--epoch-size {cfg.epoch_size} is not a multiple of --batch-size {cfg.batch_size}: each "
+                         f"epoch trains {steps} whole batches, {steps * cfg.batch_size} instances")
+        if not math.isfinite(budget):
+            return notes
+        spent = f" (the checkpoint's run spent {self.elapsed_s / 60:.1f} of the {cfg.max_minutes:g})" \
+            if self.elapsed_s else ""
+        tested = f", baseline test of {self.baseline.end_rows()}" if self.baseline.end_rows() else ""
+        notes.append(f"budget {budget / 60:.1f} minutes{spent}, of which about {reserve:.0f} s are kept for each "
+                     f"epoch's end (validation of {self.val_set[0].shape[0]} instances{tested}, checkpoint)")
+        if reserve >= budget:
+            notes.append(f"an epoch's end alone takes longer than the budget: the run will overrun it by about "
+                         f"{reserve - budget:.0f} s and one batch; lower --val-size or raise --max-minutes")
+        return notes
 
     def _claim(self, out: Path, overwrite: bool) -> None:
         """Make ``out`` (locked by :meth:`fit`) this run's folder: refuse one that holds another run unless
