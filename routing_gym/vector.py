@@ -132,6 +132,56 @@ def advance(problem, prev, actions: Tensor, resetting: Tensor, returns: Tensor, 
     return state, reward, terminated, truncated, final, infos
 
 
+def gather_rows(state, index: Tensor):
+    """The (nested NamedTuple) state's rows ``index`` (k,) int64, as a new state."""
+    return type(state)(*(gather_rows(f, index) if isinstance(f, tuple) else f.index_select(0, index) for f in state))
+
+
+def observation(problem, state) -> dict[str, Tensor]:
+    """The observation of a state as the spaces declare it (``action_mask`` int8), batched tensors."""
+    return {**problem.observe(state), "action_mask": state.mask.to(torch.int8)}
+
+
+def clear_records(rows: Tensor, returns: Tensor, elapsed: Tensor, tours: Tensor, ended_invalid: Tensor) -> None:
+    """Start the episode records afresh (return, step count, tour, masked-action flag) for the sub-envs
+    flagged in ``rows`` (B,) bool, in place, without a host synchronisation."""
+    returns.masked_fill_(rows, 0.0)
+    elapsed.masked_fill_(rows, 0)
+    tours.masked_fill_(rows[:, None], -1)
+    ended_invalid.masked_fill_(rows, False)
+
+
+def renew(state, rows: Tensor, pool, pool_next: Tensor):
+    """Automatic resets: the sub-envs flagged in ``rows`` (B,) bool take the next fresh states of ``pool``
+    in order, from its row ``pool_next`` (a 0-d int64 tensor, advanced in place): tensors only."""
+    take = (pool_next + torch.cumsum(rows, 0) - 1).clamp(0, pool.done.shape[0] - 1)
+    pool_next += torch.count_nonzero(rows)
+    return where_rows(rows, gather_rows(pool, take), state)
+
+
+def advance_and_renew(problem, prev, actions: Tensor, resetting: Tensor, returns: Tensor, elapsed: Tensor,
+                      tours: Tensor, ended_invalid: Tensor, pool, pool_next: Tensor, *, mode: str,
+                      max_episode_steps: int | None, skip_idle: bool):
+    """One vector-env step with its automatic resets, what ``compile=True`` compiles as one function:
+    :func:`advance`, then :func:`renew` of the sub-envs the autoreset mode resets now (``NEXT_STEP``: those
+    in ``resetting``, which ended in the previous step; ``SAME_STEP``: those that ended in this one, after
+    their last observation is taken) and :func:`clear_records` of their records. ``skip_idle``: skip the
+    renewal where no sub-env resets (a host read, for eager code on the CPU; compiled code renews always).
+
+    Returns :func:`advance`'s values and the last observation (``SAME_STEP``, else None)."""
+    state, reward, terminated, truncated, final, infos = advance(
+        problem, prev, actions, resetting, returns, elapsed, tours, ended_invalid, mode=mode,
+        max_episode_steps=max_episode_steps)
+    rows = {AutoresetMode.NEXT_STEP.value: resetting, AutoresetMode.SAME_STEP.value: final}.get(mode)
+    last = None
+    if rows is not None and not (skip_idle and not bool(rows.any())):
+        if mode == AutoresetMode.SAME_STEP.value:
+            last = observation(problem, state)
+        state = renew(state, rows, pool, pool_next)
+        clear_records(rows, returns, elapsed, tours, ended_invalid)
+    return state, reward, terminated, truncated, final, infos, last
+
+
 class RoutingVectorEnv(VectorEnv):
     """B sub-envs of one routing problem over the batched core (base of the vector envs; one subclass
     per problem unit, :func:`vector_env_class`, and a subclass of that per registered size,
@@ -190,7 +240,13 @@ class RoutingVectorEnv(VectorEnv):
     appear only in steps where an episode ended (as ``SyncVectorEnv`` does); in torch mode they are tensors
     in every step (checking whether one ended would synchronise with the device). With ``SAME_STEP``, in a
     step where an episode ended, they are under ``info["final_info"]``, beside ``info["final_obs"]`` (in torch
-    mode off the CPU: in every step, ``_final_obs`` and ``_final_info`` telling which rows hold one).
+    mode off the CPU: in every step, ``_final_obs`` and ``_final_info`` telling which rows hold one). The
+    layout of ``final_obs`` differs by mode: numpy mode gives Gymnasium's (B,) object array holding the last
+    observation of each ended sub-env as a dict (None in the other rows), as ``SyncVectorEnv`` does; torch
+    mode gives one dict of batched tensors keyed as the observation (``final_obs["locs"]`` (B, N, 2), ...),
+    whose rows marked by ``_final_obs`` hold the ended episodes' last observations and whose other rows mean
+    nothing (splitting it into per-row dicts would read the host in every step). Both are tested equal row
+    for row.
 
     Seeding: ``reset(seed=s)`` gives sub-env i the instance that a single env gets from
     ``reset(seed=s + i)`` (generated on the CPU, then moved); later automatic resets draw from one batched
@@ -233,7 +289,8 @@ class RoutingVectorEnv(VectorEnv):
         self.n_total = self.problem.num_nodes_total(self.num_nodes)
         self.device = resolve_device(device)
         self.compile = check_flag(compile, "compile")
-        self._advance = compiled(advance, self.device.type, self.problem) if self.compile else advance
+        self._advance = compiled(advance_and_renew, self.device.type, self.problem) if self.compile \
+            else advance_and_renew
         self.array_type = array_type
         self.invalid_action = invalid_action
         self.max_episode_steps = max_episode_steps
@@ -258,11 +315,12 @@ class RoutingVectorEnv(VectorEnv):
         self._tours = torch.full((self.num_envs, self.problem.max_steps(self.n_total) + 1), -1, dtype=torch.long,
                                  device=self.device)
         self._viewer = None
-        self._pool, self._pool_next = None, 0  # fresh states for automatic resets, generated B at a time
-        # a step may read a tensor on the host (free on the CPU; numpy mode reads anyway); elsewhere automatic
-        # resets draw from a standby batch (one row per sub-env) regenerated on a host-side schedule
+        self._pool = None  # fresh states for automatic resets (:meth:`_refill`), taken in order from _pool_next
+        self._pool_next = torch.zeros((), dtype=torch.long, device=self.device)
+        # a step may read a tensor on the host (free on the CPU; numpy mode reads anyway); elsewhere the pool
+        # of automatic resets is regenerated on a host-side schedule
         self._reads_host = self.device.type == "cpu" or array_type == "numpy"
-        self._standby, self._autoreset_steps = None, 0
+        self._autoreset_steps = 0
 
     # -- instances ---------------------------------------------------------------------------------
     def _fresh(self, count: int, seeds: list[int] | None, instances):
@@ -278,9 +336,10 @@ class RoutingVectorEnv(VectorEnv):
 
     def _user_instances(self, data):
         inst = self.problem.instance_from(data, batched=True, device=self.device)  # a dict or an Instance, alike
-        if inst.locs.dim() != 3 or inst.locs.shape[0] != self.num_envs or inst.locs.shape[1] != self.n_total:
-            raise ValueError(f"instances field 'locs' must have shape ({self.num_envs}, {self.n_total}, 2), "
-                             f"got {tuple(inst.locs.shape)}")
+        first = inst[0]  # the batch first, N second (``locs``, or a unit's first field)
+        if first.shape[0] != self.num_envs or self.problem.n_total_of(inst) != self.n_total:
+            want = (self.num_envs, self.n_total, *first.shape[2:])
+            raise ValueError(f"instances field '{inst._fields[0]}' must have shape {want}, got {tuple(first.shape)}")
         return inst
 
     # -- Gymnasium API -----------------------------------------------------------------------------
@@ -303,8 +362,7 @@ class RoutingVectorEnv(VectorEnv):
         if seed is not None:
             seeds = seeds_of(seed, self.num_envs)
             self._generator.manual_seed(seeds[0] % 2**64)  # torch takes seeds below 2**64
-            self._pool, self._pool_next = None, 0  # automatic resets restart from the new seed
-            self._standby, self._autoreset_steps = None, 0
+            self._pool, self._autoreset_steps = None, 0  # automatic resets restart from the new seed
         if reset_mask is None:
             chosen = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
         else:
@@ -326,7 +384,7 @@ class RoutingVectorEnv(VectorEnv):
         fresh = self._fresh(len(rows), picked, instances)
         self.state = fresh if len(rows) == self.num_envs else replace_rows(self.state, rows, fresh)
         self._needs_reset.masked_fill_(chosen, False)
-        self._clear_records(chosen)
+        clear_records(chosen, self._return, self._elapsed, self._tours, self._invalid)
         return self._observation(), {}
 
     def step(self, actions):
@@ -338,60 +396,47 @@ class RoutingVectorEnv(VectorEnv):
         if self.invalid_action == "raise":
             self._check_allowed(a)
         resetting = self._needs_reset
-        state, reward, terminated, truncated, final, infos = self._advance(
+        self._refill()
+        state, reward, terminated, truncated, final, infos, last = self._advance(
             self.problem, self.state, a, resetting, self._return, self._elapsed, self._tours, self._invalid,
-            mode=mode.value, max_episode_steps=self.max_episode_steps)
-        if self.array_type == "numpy":
-            infos = {key: value.cpu().numpy() for key, value in infos.items()} if bool(final.any()) else {}
+            self._pool, self._pool_next, mode=mode.value, max_episode_steps=self.max_episode_steps,
+            skip_idle=self._reads_host and not self.compile)
         self.state = state
         if mode == AutoresetMode.NEXT_STEP:
-            self._autoreset(resetting, period=2)
             self._needs_reset = final
-        elif mode == AutoresetMode.SAME_STEP and (not self._reads_host or bool(final.any())):
+        if self.array_type == "numpy":
+            infos = {key: value.cpu().numpy() for key, value in infos.items()} if bool(final.any()) else {}
+        if last is not None and (not self._reads_host or bool(final.any())):
             if self.array_type == "numpy":
-                last = self._observation()
                 finals = np.full(self.num_envs, None, dtype=object)
                 for i in final.nonzero().flatten().tolist():
-                    finals[i] = {k: v[i] for k, v in last.items()}
+                    finals[i] = {k: v[i].cpu().numpy().copy() for k, v in last.items()}
                 infos = {"final_obs": finals, "_final_obs": final.cpu().numpy(),
                          "final_info": infos, "_final_info": final.cpu().numpy()}
             else:
-                infos = {"final_obs": self._observation(), "_final_obs": final, "final_info": infos, "_final_info": final}
-            self._autoreset(final, period=1)
+                infos = {"final_obs": last, "_final_obs": final, "final_info": infos, "_final_info": final}
         return self._observation(), *self._out(reward, terminated, truncated), infos
 
-    def _pooled(self, count: int):
-        """``count`` fresh states for automatic resets, cut from a pool generated B at a time (one
-        batched generate + reset per B resets instead of one per step)."""
-        if self._pool is None or self._pool_next + count > self._pool.mask.shape[0]:
-            self._pool, self._pool_next = self._fresh(max(count, self.num_envs), None, None), 0
-        start, self._pool_next = self._pool_next, self._pool_next + count
-        return slice_rows(self._pool, start, start + count)
-
-    def _autoreset(self, resetting: Tensor, period: int) -> None:
-        """Reset the sub-envs flagged in ``resetting`` (B,) bool to fresh instances. Reading the flags on the
-        host, only those rows are generated; without reading them, each row takes its own row of a standby
-        batch, which is generated anew every ``period`` calls: within ``period`` steps a sub-env resets at
-        most once, so no standby row is used twice."""
+    def _refill(self) -> None:
+        """Keep fresh states ready for this step's automatic resets (at most B). Reading the host (the CPU,
+        or numpy mode), a pool of 4 B states is generated anew when fewer than B are left (one batched
+        generate + reset per 3 B resets or more); without reading it, a pool of B states is generated anew
+        every second step (``NEXT_STEP``: a sub-env resets at most once in two steps) or every step
+        (``SAME_STEP``), so that no state is used twice."""
+        if self.autoreset_mode == AutoresetMode.DISABLED:
+            return
         if self._reads_host:
-            if not bool(resetting.any()):
+            size = 4 * self.num_envs
+            if self._pool is not None and int(self._pool_next) + self.num_envs <= size:
                 return
-            rows = resetting.nonzero().flatten()
-            self.state = replace_rows(self.state, rows, self._pooled(len(rows)))
         else:
-            if self._autoreset_steps % period == 0:
-                self._standby = self._fresh(self.num_envs, None, None)
+            size = self.num_envs
+            period = 2 if self.autoreset_mode == AutoresetMode.NEXT_STEP else 1
             self._autoreset_steps += 1
-            self.state = where_rows(resetting, self._standby, self.state)
-        self._clear_records(resetting)
-
-    def _clear_records(self, rows: Tensor) -> None:
-        """Start the episode records afresh (return, step count, masked-action flag, tour) for the sub-envs
-        flagged in ``rows`` (B,) bool, without a host synchronisation."""
-        self._return.masked_fill_(rows, 0.0)
-        self._elapsed.masked_fill_(rows, 0)
-        self._invalid.masked_fill_(rows, False)
-        self._tours.masked_fill_(rows[:, None], -1)
+            if self._pool is not None and (self._autoreset_steps - 1) % period:
+                return
+        self._pool = self._fresh(size, None, None)
+        self._pool_next.zero_()
 
     def _as_actions(self, actions) -> Tensor:
         """The (B,) int64 actions on the device, checked as the class docstring says: dtype and shape
@@ -434,7 +479,7 @@ class RoutingVectorEnv(VectorEnv):
 
     def _observation(self) -> dict:
         """The observation as the spaces declare it (``action_mask`` int8), tensors or numpy copies."""
-        obs = {**self.problem.observe(self.state), "action_mask": self.state.mask.to(torch.int8)}
+        obs = observation(self.problem, self.state)
         if self.array_type == "torch":
             return obs
         return {key: value.cpu().numpy().copy() for key, value in obs.items()}
@@ -492,7 +537,8 @@ class RoutingVectorEnv(VectorEnv):
         self.__dict__.update(state)
         self._generator = torch.Generator(device=self.device)
         self._generator.set_state(state["_generator"])
-        self._advance = compiled(advance, self.device.type, self.problem) if self.compile else advance
+        self._advance = compiled(advance_and_renew, self.device.type, self.problem) if self.compile \
+            else advance_and_renew
 
 
 def vector_env_class(problem) -> type[RoutingVectorEnv]:

@@ -91,3 +91,47 @@ def test_compile__each_problem_has_its_own_compile_cache():
                     obs, _ = env.reset(seed=1)
             counts.append(compiled_graphs() - before)
     assert min(counts) >= 1, counts
+
+
+def assert_exact(a, b, what):
+    """Integers and bools (masks, actions, tours, ends) bitwise equal; floats within an ulp or two: ATen's
+    eager float32 ``sqrt`` on the CPU is not always correctly rounded (1 ulp off), inductor's C++ is."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), what
+        for key in a:
+            assert_exact(a[key], b[key], f"{what}[{key!r}]")
+    elif a is None or b is None:
+        assert a is b, what
+    else:
+        a, b = torch.as_tensor(a), torch.as_tensor(b)
+        assert a.dtype == b.dtype and a.shape == b.shape, what
+        if a.is_floating_point():
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6, msg=what)
+        else:
+            assert torch.equal(a, b), what
+
+
+# the default run: every original problem in the default mode, two in the others; the rest with -m slow
+DEFAULT_RUN = {("tsp", "NextStep"), ("cvrp", "NextStep"), ("op", "NextStep"), ("pctsp", "NextStep"),
+               ("sdvrp", "NextStep"), ("tsp", "SameStep"), ("op", "SameStep"), ("cvrp", "Disabled")}
+
+
+@pytest.mark.parametrize("name,mode", [
+    pytest.param(n, m, marks=() if (n, m) in DEFAULT_RUN else pytest.mark.slow)
+    for n in sorted(routing_gym.PROBLEMS) for m in ("NextStep", "SameStep", "Disabled")])
+def test_vector_env__one_compiled_pass_steps_as_eager(name, mode):
+    """The compiled step (rules, masked-action penalty, records and automatic resets in one function) gives
+    the eager step's observations, rewards, ends and infos (:func:`assert_exact`), masked actions and
+    truncation included."""
+    problem = routing_gym.get_problem(name)
+    envs = [gym.make_vec(f"routing/{problem.label}-v0", num_envs=6, num_nodes=problem.valid_num_nodes(5),
+                         vectorization_mode="vector_entry_point", array_type="torch", autoreset_mode=mode,
+                         max_episode_steps=8, compile=c) for c in (False, True)]
+    obs = [env.reset(seed=1)[0] for env in envs]
+    g = torch.Generator().manual_seed(0)
+    for t in range(24):
+        a = torch.multinomial(obs[0]["action_mask"].float() + 0.05 * (t % 7 == 6), 1, generator=g).squeeze(1)
+        out = [env.step(a) for env in envs]
+        for label, x, y in zip(("obs", "reward", "terminated", "truncated", "info"), out[0], out[1]):
+            assert_exact(x, y, f"step {t} {label}")
+        obs = [o[0] for o in out]

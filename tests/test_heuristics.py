@@ -131,7 +131,7 @@ def test_applicable__read_from_the_declarations():
     for name, core in PROBLEMS.items():
         names = applicable(core)
         assert names[:2] == ["random", "nearest"]
-        assert ("farthest_insertion" in names) == (not core.has_depot)
+        assert ("farthest_insertion" in names) == (not core.has_depot and core.policy.coordinates is not None)
         assert ("greedy" in names) == (core.profits is not None)
         for h in HEURISTICS:
             if h not in names and h != "greedy":
@@ -213,9 +213,14 @@ def test_solve__valid_tours_at_least_as_good_as_greedy(method, problem):
         pytest.skip(f"{method} is not installed")
     core = PROBLEMS[problem]
     inst = instances(core, 3, 10, seed=2)
-    out = solve(core, inst, method, time_limit=0.1, progress=False)
+    try:
+        out = solve(core, inst, method, time_limit=0.1, progress=False)
+    except ValueError as e:  # an adapter that refuses some variants of its problem says which (its own tests)
+        assert "cannot express" in str(e)
+        pytest.skip(str(e))
     assert torch.allclose(out.cost, tour_cost(core, inst, out.tours))
-    greedy = tour_cost(core, inst, heuristic_tours(core, inst, "2opt"))
+    best = "2opt" if "2opt" in applicable(core) else "nearest"  # the strongest heuristic that applies
+    greedy = tour_cost(core, inst, heuristic_tours(core, inst, best))
     assert out.cost.mean() <= greedy.mean() + 1e-6
     if problem == "tsp":  # every method finds the optimum of TSP-10
         assert torch.allclose(out.cost, held_karp(inst.locs)[0], atol=1e-5)

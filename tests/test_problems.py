@@ -1,4 +1,5 @@
 """The problem core: hand-checkable optima, mask rules, generator statistics, costs and bad input."""
+import importlib
 import math
 
 import numpy as np
@@ -79,7 +80,16 @@ def test_pctsp__collects_the_threshold_at_least_cost():
 
 # ---------------------------------------------------------------------- returns vs own cost formula
 def own_cost(name, locs, feats, tour):
-    """Cost recomputed from scratch in float64 (not with the core)."""
+    """Cost recomputed from scratch in float64 (not with the core); a problem whose cost is not one of these
+    formulas has its judge in its own test file (``own_cost(locs, feats, tour)`` in ``tests/test_<name>.py``)."""
+    try:
+        judge = vars(importlib.import_module(f"test_{name}")).get("own_cost")
+    except ModuleNotFoundError as e:
+        if e.name != f"test_{name}":
+            raise
+        judge = None
+    if judge is not None:
+        return judge(locs, feats, tour)
     locs = np.asarray(locs, np.float64)
     d = lambda a, b: float(np.hypot(*(locs[a] - locs[b])))  # noqa: E731
     if name == "tsp":
@@ -109,7 +119,7 @@ def test_rollout__return_is_minus_independent_cost(name):
             tour.append(a)
             ret += float(r[0])
         feats = {k: v[0].numpy() for k, v in inst._asdict().items() if k != "locs"}
-        ref = own_cost(name, inst.locs[0].numpy(), feats, tour)
+        ref = own_cost(name, inst.locs[0].numpy() if "locs" in inst._fields else None, feats, tour)  # None: no coordinates
         assert ret == pytest.approx(-ref, abs=1e-5)
         assert float(tour_cost(problem, inst, torch.tensor([tour]))[0]) == pytest.approx(ref, abs=1e-5)
 
@@ -242,7 +252,7 @@ def test_generators__same_seed_same_instances(name):
     b = problem.generate(4, 12, generator=torch.Generator().manual_seed(5))
     c = problem.generate(4, 12, generator=torch.Generator().manual_seed(6))
     assert all(torch.equal(x, y) for x, y in zip(a, b))
-    assert not torch.equal(a.locs, c.locs)
+    assert not torch.equal(a[0], c[0])
 
 
 # ------------------------------------------------------------------------------------- bad input

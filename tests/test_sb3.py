@@ -26,8 +26,10 @@ TINY_ENCODER = {"embed_dim": 16, "n_heads": 2, "n_layers": 1, "ff_hidden": 32}
 
 
 def adapter(problem, num_envs=3, n=5, **kwargs):
+    """The SB3 adapter over ``problem``'s vector env of the smallest valid size of at least ``n``."""
     return SB3VecEnv(gym.make_vec(f"routing/{problem}-v0", num_envs=num_envs, vectorization_mode="vector_entry_point",
-                                  autoreset_mode=AutoresetMode.SAME_STEP, num_nodes=n, **kwargs))
+                                  autoreset_mode=AutoresetMode.SAME_STEP,
+                                  num_nodes=routing_gym.problems.get_problem(problem).valid_num_nodes(n), **kwargs))
 
 
 def random_actions(rng, masks):
@@ -56,7 +58,8 @@ def assert_obs_equal(a, b):
 def test_adapter__first_episodes_match_dummy_vec_env_over_single_envs(problem):
     b, seed = 3, 7
     ours = adapter(problem, num_envs=b)
-    ref = DummyVecEnv([lambda: gym.make(f"routing/{problem}-v0", num_nodes=5) for _ in range(b)])
+    n = routing_gym.problems.get_problem(problem).valid_num_nodes(5)
+    ref = DummyVecEnv([lambda: gym.make(f"routing/{problem}-v0", num_nodes=n) for _ in range(b)])
     ours.seed(seed)
     ref.seed(seed)
     obs, ref_obs = ours.reset(), ref.reset()
@@ -222,9 +225,10 @@ def test_extractor__undoes_sb3_preprocessing_and_points_at_allowed_nodes(problem
     masked = ~torch.as_tensor(obs["action_mask"].astype(bool))
     assert (scores[masked] == -5.0).all() and (scores.abs() <= 5.0).all()
     # relabelling the nodes (the depot stays node 0) leaves graph and context alone and permutes the scores
-    fixed = 0 if problem == "TSP" else 1
+    fixed = int(routing_gym.PROBLEMS[problem.lower()].has_depot)
     perm = torch.cat([torch.arange(fixed), fixed + torch.randperm(n - fixed)])  # new node j is old node perm[j]
     relabelled = {k: v[:, perm] if v.dim() >= 2 and v.shape[1] == n else v for k, v in pre.items()}
+    relabelled = {k: v[:, :, perm] if v.dim() == 3 and v.shape[1:] == (n, n) else v for k, v in relabelled.items()}  # a matrix
     for key in extractor.node_index_keys:
         relabelled[key] = torch.nn.functional.one_hot(torch.argsort(perm)[back[key]], n).float()
     moved = extractor(relabelled)

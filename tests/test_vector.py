@@ -14,8 +14,9 @@ PROBLEMS = tuple(p.label for p in routing_gym.PROBLEMS.values())  # every proble
 
 
 def make_vec(problem, num_envs=4, n=10, **kwargs):
+    """The vector env of ``problem`` with the smallest valid size of at least ``n``."""
     return gym.make_vec(f"routing/{problem}-v0", num_envs=num_envs, vectorization_mode="vector_entry_point",
-                        num_nodes=n, **kwargs)
+                        num_nodes=routing_gym.problems.get_problem(problem).valid_num_nodes(n), **kwargs)
 
 
 def first_allowed(mask):
@@ -301,7 +302,8 @@ def test_make__a_sized_id_refuses_another_num_nodes():
 
 @pytest.mark.parametrize("problem", PROBLEMS)
 def test_sync_vector_env__over_single_envs_survives_episode_ends(problem):
-    venv = gym.make_vec(f"routing/{problem}-v0", num_envs=2, vectorization_mode="sync", num_nodes=5)
+    venv = gym.make_vec(f"routing/{problem}-v0", num_envs=2, vectorization_mode="sync",
+                        num_nodes=routing_gym.problems.get_problem(problem).valid_num_nodes(5))
     obs, _ = venv.reset(seed=0)
     ended = 0
     for _ in range(30):
@@ -433,7 +435,8 @@ def test_autoreset__off_the_cpu_never_reads_the_host_and_every_episode_is_fresh(
     venv.unwrapped._reads_host = False  # what a CUDA device gets
     obs, _ = venv.reset(seed=0)
     g = torch.Generator().manual_seed(0)
-    seen = {tuple(row.flatten().tolist()) for row in obs["locs"]}
+    field = venv.unwrapped.problem.Instance._fields[0]  # ``locs``, or a unit's first field (ATSP's matrix)
+    seen = {tuple(row.flatten().tolist()) for row in obs[field]}
     returns, actions = torch.zeros(16, dtype=torch.float64), [[] for _ in range(16)]
     waiting = torch.zeros(16, dtype=torch.bool)  # NEXT_STEP: ended, reset by the next step
     ended = fresh_count = 0
@@ -462,7 +465,7 @@ def test_autoreset__off_the_cpu_never_reads_the_host_and_every_episode_is_fresh(
             if fresh[i]:
                 fresh_count += 1
                 assert obs["step"][i, 0] == 0
-                key = tuple(obs["locs"][i].flatten().tolist())
+                key = tuple(obs[field][i].flatten().tolist())
                 assert key not in seen, "an automatic reset repeated an instance"
                 seen.add(key)
         if mode == AutoresetMode.NEXT_STEP:

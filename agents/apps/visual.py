@@ -368,7 +368,7 @@ def play(problem_name: str, num_nodes: int, seed: int, opponent: Policy | None =
         clock = pygame.time.Clock()
         tour: list[int] = []
         (obs, cost), message, dirty = _replay(env, seed, tour), "", True
-        locs = np.asarray(obs["locs"])
+        locs = core.problem.layout(core.state.instance)[0].numpy()  # where the frame draws the nodes
         radius = max(2.5 * node_radius(len(locs), size, core.problem), 12.0)
         while True:
             for event in pygame.event.get():

@@ -13,6 +13,13 @@ ICLR 2019 (code: wouterkool/attention-learn-to-route, ``nets/attention_model.py`
   Graphormer's spatial encoding (Ying et al., "Do Transformers Really Perform Bad for Graph
   Representation?", NeurIPS 2021): every encoder layer adds a learned per-head bias ``phi_h(d_ij)`` of
   the Euclidean distance between nodes i and j to its self-attention logits before the softmax.
+- Problems whose nodes have no coordinates declare an (N, N) matrix of travel costs instead
+  (``policy.edge_weights``, ATSP's ``cost_matrix``): the bias is then always on and reads ``phi_h(c_ij)``
+  of the cost from i to j (so node i attends by its outgoing costs; the matrix need not be symmetric),
+  and each node's initial features are four numbers of its row and column of the matrix (the least and
+  the mean cost out of it, the least and the mean cost into it, diagonal excluded;
+  :func:`edge_features`), which any N gives. A simple reading, not MatNet's (Kwon et al. 2021) dual
+  row/column encoder.
 
 The problem-specific parts come from what the problem unit declares (its ``policy``, a
 :class:`~routing_gym.problems.base.PolicyInputs`), never from its name: what a node's initial embedding
@@ -68,7 +75,8 @@ class AttentionModelConfig:
     """Normalisation after each encoder sublayer: ``"batch"`` (the paper's) or ``"instance"``."""
     distance_bias: bool = False
     """Add a learned per-head bias of the pairwise Euclidean distance to every encoder layer's
-    self-attention logits (:class:`DistanceBias`, one per layer); off (the paper's model) by default.
+    self-attention logits (:class:`DistanceBias`, one per layer); off (the paper's model) by default, and
+    always on (of the costs) for a problem that declares ``policy.edge_weights`` (:func:`biased`).
     The default model's parameters and their names are unchanged by this field."""
 
     def __post_init__(self):
@@ -97,24 +105,46 @@ def gather_nodes(embeddings: Tensor, index: Tensor) -> Tensor:
 
 # -- problem adapters -----------------------------------------------------------------------------
 class NodeEmbedding(nn.Module):
-    """Initial embedding without a depot: one linear layer of (x, y, *features) per node."""
+    """Initial embedding without a depot: one linear layer of (x, y, *features) per node; a feature is (B, N)
+    or (B, N, K) (CVRPTW's time windows), ``widths`` its K (1 each by default)."""
 
-    def __init__(self, features: tuple[str, ...], embed_dim: int):
+    def __init__(self, features: tuple[str, ...], embed_dim: int, widths: tuple[int, ...] | None = None,
+                 coordinates: str | None = "locs", edge_weights: str | None = None):
         super().__init__()
-        self.features = features
-        self.node = nn.Linear(2 + len(features), embed_dim)
+        self.features, self.coordinates, self.edge_weights = features, coordinates, edge_weights
+        width = 2 * (coordinates is not None) + EDGE_FEATURES * (edge_weights is not None)
+        self.node = nn.Linear(width + sum(widths or (1,) * len(features)), embed_dim)
 
     def forward(self, obs: dict[str, Tensor]) -> Tensor:
-        x = torch.cat([obs["locs"], *(obs[f][..., None] for f in self.features)], dim=-1)  # (B, N, 2 + F)
+        b, n = obs[self.coordinates or self.edge_weights].shape[:2]
+        parts = [obs[self.coordinates]] if self.coordinates else []  # (B, N, 2)
+        if self.edge_weights:
+            parts.append(edge_features(obs[self.edge_weights]))  # (B, N, 4)
+        x = torch.cat([*parts, *(obs[f].reshape(b, n, -1) for f in self.features)], dim=-1)  # (B, N, 2 + F)
         return self.node(x)  # (B, N, D)
+
+
+EDGE_FEATURES = 4
+
+
+def edge_features(matrix: Tensor) -> Tensor:
+    """(B, N, 4) per node from a (B, N, N) cost matrix (row = from): the least and the mean cost out of the
+    node, the least and the mean cost into it, its diagonal entry left out (all 0 for N = 1)."""
+    n = matrix.shape[-1]
+    eye = torch.eye(n, dtype=torch.bool, device=matrix.device)
+    off = matrix.masked_fill(eye, 0.0)
+    least = matrix.masked_fill(eye, math.inf)
+    stats = [least.amin(dim=2), off.sum(dim=2) / max(n - 1, 1), least.amin(dim=1), off.sum(dim=1) / max(n - 1, 1)]
+    return torch.stack(stats, dim=-1).nan_to_num(posinf=0.0)  # (B, N, 4)
 
 
 class DepotNodeEmbedding(NodeEmbedding):
     """Initial embedding with a depot: node 0 from its (x, y) by its own linear layer, the others from
     (x, y, *features)."""
 
-    def __init__(self, features: tuple[str, ...], embed_dim: int):
-        super().__init__(features, embed_dim)
+    def __init__(self, features: tuple[str, ...], embed_dim: int, widths: tuple[int, ...] | None = None,
+                 coordinates: str | None = "locs", edge_weights: str | None = None):
+        super().__init__(features, embed_dim, widths, coordinates, edge_weights)
         self.depot = nn.Linear(2, embed_dim)
 
     def forward(self, obs: dict[str, Tensor]) -> Tensor:
@@ -146,7 +176,16 @@ class StepContext(nn.Module):
 def node_embedding(problem: str, embed_dim: int) -> nn.Module:
     """The initial node embedding of ``problem`` (its declared ``policy.node_features``; a depot of its own)."""
     unit = get_problem(problem)
-    return (DepotNodeEmbedding if unit.has_depot else NodeEmbedding)(unit.policy.node_features, embed_dim)
+    shapes = {o.key: o.shape for o in unit.observation}
+    widths = tuple(math.prod(shapes[f][1:]) for f in unit.policy.node_features)  # (N,) -> 1, (N, K) -> K
+    return (DepotNodeEmbedding if unit.has_depot else NodeEmbedding)(
+        unit.policy.node_features, embed_dim, widths, unit.policy.coordinates, unit.policy.edge_weights)
+
+
+def biased(config) -> bool:
+    """Whether the encoder adds a learned bias of pairwise costs to its attention logits: asked for
+    (``distance_bias``), or the problem's nodes come with a cost matrix (``policy.edge_weights``)."""
+    return config.distance_bias or get_problem(config.problem).policy.edge_weights is not None
 
 
 # -- encoder --------------------------------------------------------------------------------------
@@ -219,7 +258,7 @@ class EncoderLayer(nn.Module):
         self.norm1 = Normalization(d, config.normalization)
         self.feed_forward = nn.Sequential(nn.Linear(d, config.ff_hidden), nn.ReLU(), nn.Linear(config.ff_hidden, d))
         self.norm2 = Normalization(d, config.normalization)
-        if config.distance_bias:  # registered only when on, so the default model's state dict is unchanged
+        if biased(config):  # registered only when on, so the default model's state dict is unchanged
             self.distance_bias = DistanceBias(config.n_heads)
 
     def forward(self, h: Tensor, dist: Tensor | None = None, key_padding_mask: Tensor | None = None) -> Tensor:
@@ -264,7 +303,8 @@ class AttentionModel(nn.Module):
         """Node embeddings (B, N, D): initial embedding, then the encoder layers (with the distance
         bias when configured)."""
         h = self.init_embedding(obs)  # (B, N, D)
-        dist = pairwise_distances(obs["locs"]) if self.config.distance_bias else None  # (B, N, N)
+        weights = get_problem(self.config.problem).policy.edge_weights
+        dist = obs[weights] if weights else pairwise_distances(obs["locs"]) if biased(self.config) else None  # (B, N, N)
         for layer in self.layers:
             h = layer(h, dist)
         return h
@@ -322,7 +362,7 @@ class AttentionModel(nn.Module):
             int64 array (B,) for a batch. Evaluation mode is used (batch-norm running statistics); the
             module's training flag is restored afterwards.
         """
-        batched = np.ndim(obs["locs"]) == 3
+        batched = np.ndim(obs["action_mask"]) == 2
         x = batch_observation(obs, device=self.device, batched=batched)
         was_training = self.training
         self.eval()

@@ -4,14 +4,17 @@
 method      problems                    what runs (package)
 ==========  ==========================  =====================================================================
 ``exact``   TSP (N <= 20)               Held-Karp dynamic program, batched (:mod:`agents.references.exact`; no extra)
-``lkh``     TSP                         LKH-3 (Helsgaun) through ``elkai``, whose wheel bundles LKH
+``lkh``     TSP, ATSP                   LKH-3 (Helsgaun) through ``elkai``, whose wheel bundles LKH; ATSP as
+                                        an explicit full matrix (:func:`lkh_atsp`)
 ``ortools`` TSP, CVRP, OP, PCTSP        OR-Tools routing: guided local search; OP and PCTSP drop nodes via
                                         disjunctions (penalty = prize resp. penalty), OP bounds a distance
                                         dimension, PCTSP puts a minimum on a prize dimension
 ``pyvrp``   TSP, CVRP, OP, PCTSP,       PyVRP's iterated local search; OP and PCTSP as prize-collecting
-            CVRPTW                      (optional clients); OP bounds ``max_distance``; PCTSP's prize
+            CVRPTW, CVRPMVC, MTVRP      (optional clients); OP bounds ``max_distance``; PCTSP's prize
                                         minimum by Lagrangian relaxation (below); CVRPTW with PyVRP's own
-                                        time windows (:func:`pyvrp_time_windows`)
+                                        time windows (:func:`pyvrp_time_windows`); CVRPMVC with
+                                        ``num_available = num_vehicles`` (:func:`pyvrp_fixed_fleet`);
+                                        MTVRP's variants but B (:func:`pyvrp_mtvrp`)
 ==========  ==========================  =====================================================================
 
 Integer data. The solvers work in integers: coordinates and distances are scaled by :data:`SCALE`
@@ -57,8 +60,8 @@ from ..policies.protocol import select_rows
 SCALE = 10 ** 6  # unit-square coordinates -> integer distances
 PRIZE_RESOLUTION = 10 ** 4  # OP prizes rounded to 1e-4
 PACKAGES = {"lkh": "elkai", "ortools": "ortools", "pyvrp": "pyvrp"}  # method -> PyPI package (extra)
-SUPPORTED = {"exact": ("tsp",), "lkh": ("tsp",), "ortools": ("tsp", "cvrp", "op", "pctsp"),
-             "pyvrp": ("tsp", "cvrp", "op", "pctsp", "cvrptw")}
+SUPPORTED = {"exact": ("tsp",), "lkh": ("tsp", "atsp"), "ortools": ("tsp", "cvrp", "op", "pctsp"),
+             "pyvrp": ("tsp", "cvrp", "op", "pctsp", "cvrptw", "cvrpmvc", "mtvrp")}
 METHODS = tuple(SUPPORTED)
 
 
@@ -110,7 +113,7 @@ def solve(problem, instances, method: str, time_limit: float = 1.0, *, progress:
         raise ValueError(f"time_limit must be a positive, finite number of seconds, got {time_limit!r}")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    if len(instances.locs) == 0:
+    if len(instances[0]) == 0:
         raise ValueError("no instances to solve (the batch is empty)")
     if not available(method):
         raise ValueError(f"method {method!r} needs the package {PACKAGES[method]!r}: "
@@ -124,7 +127,7 @@ def solve(problem, instances, method: str, time_limit: float = 1.0, *, progress:
         tours = held_karp(instances.locs.cpu())[1].to(instances.locs.device)
         return Solved(tour_cost(problem, instances, tours), tours, time.perf_counter() - start, 0)
     arrays = {k: v.detach().cpu().numpy() for k, v in instances._asdict().items()}
-    data = [{k: v[i] for k, v in arrays.items()} for i in range(len(instances.locs))]
+    data = [{k: v[i] for k, v in arrays.items()} for i in range(len(instances[0]))]
     if distances is not None:
         for d, matrix in zip(data, np.asarray(distances)):
             d["distances"] = np.rint(matrix).astype(np.int64)
@@ -137,7 +140,7 @@ def solve(problem, instances, method: str, time_limit: float = 1.0, *, progress:
         results = [r for r in _tick(map(solve_one, jobs), bar)]
     if bar is not None:
         bar.close()
-    tours = pad([torch.as_tensor(r, dtype=torch.long) for r in results], problem).to(instances.locs.device)
+    tours = pad([torch.as_tensor(r, dtype=torch.long) for r in results], problem).to(instances[0].device)
     tours, repaired = repair(problem, instances, tours)
     return Solved(tour_cost(problem, instances, tours), tours, time.perf_counter() - start, repaired)
 
@@ -216,6 +219,8 @@ def routes_to_actions(name: str, routes: list[list[int]]) -> list[int]:
 def lkh(name: str, data: dict, time_limit: float, seed: int) -> list[int]:
     from elkai import _elkai  # the bundled LKH-3; elkai's public classes take no time limit
 
+    if name == "atsp":
+        return lkh_atsp(data, time_limit, seed)
     if "distances" in data:
         d = data["distances"]
         problem = (f"TYPE : TSP\nDIMENSION : {len(d)}\nEDGE_WEIGHT_TYPE : EXPLICIT\nEDGE_WEIGHT_FORMAT : FULL_MATRIX\n"
@@ -226,6 +231,22 @@ def lkh(name: str, data: dict, time_limit: float, seed: int) -> list[int]:
                    + "".join(f"{i + 1} {x} {y}\n" for i, (x, y) in enumerate(xy)))
     params = f"RUNS = 1\nPROBLEM_FILE = :stdin:\nTIME_LIMIT = {time_limit}\nSEED = {seed + 1}\n"
     return [v - 1 for v in _elkai.solve_problem(params, problem)]  # what elkai's own classes call
+
+
+def lkh_atsp(data: dict, time_limit: float, seed: int) -> list[int]:
+    """An ATSP tour by LKH-3: the ``cost_matrix`` scaled by :data:`SCALE` and rounded, given as LKH's
+    ``TYPE : ATSP`` with an ``EXPLICIT`` ``FULL_MATRIX`` (what ``elkai.DistanceMatrix(m).solve_tsp()``
+    writes for an asymmetric ``m``, here with a time limit); LKH returns the tour in the direction it is
+    travelled, row node to column node. Two nodes have one tour, returned without a solver (LKH needs 3)."""
+    from elkai import _elkai
+
+    d = np.rint(data["cost_matrix"].astype(np.float64) * SCALE).astype(np.int64)
+    if len(d) < 3:
+        return list(range(len(d)))
+    problem = (f"TYPE : ATSP\nDIMENSION : {len(d)}\nEDGE_WEIGHT_TYPE : EXPLICIT\nEDGE_WEIGHT_FORMAT : FULL_MATRIX\n"
+               "EDGE_WEIGHT_SECTION\n" + "".join(" ".join(map(str, row)) + "\n" for row in d.tolist()))
+    params = f"RUNS = 1\nPROBLEM_FILE = :stdin:\nTIME_LIMIT = {time_limit}\nSEED = {seed + 1}\n"
+    return [v - 1 for v in _elkai.solve_problem(params, problem)]
 
 
 # -- OR-Tools -------------------------------------------------------------------------------------
@@ -326,6 +347,10 @@ def pyvrp_solver(name: str, data: dict, time_limit: float, seed: int) -> list[in
         return routes_to_actions(name, routes)
     if name == "cvrptw":
         return routes_to_actions(name, pyvrp_time_windows(data, time_limit, seed)[0])
+    if name == "cvrpmvc":
+        return routes_to_actions(name, pyvrp_fixed_fleet(data, time_limit, seed)[0])
+    if name == "mtvrp":
+        return mtvrp_actions(pyvrp_mtvrp(data, time_limit, seed)[0])
     return pyvrp_pctsp(data, time_limit, seed)
 
 
@@ -351,6 +376,88 @@ def pyvrp_time_windows(data: dict, time_limit: float, seed: int) -> tuple[list[l
     problem = model.data().replace(distance_matrices=[int_distances(locs)],
                                    duration_matrices=[int_distances(locs, round_up=True)])
     best = pyvrp.solve(problem, stop=MaxRuntime(time_limit), seed=seed, display=False).best
+    return [route_nodes(route) for route in best.routes()], int(best.distance())
+
+
+def pyvrp_mtvrp(data: dict, time_limit: float, seed: int) -> tuple[list[tuple[int, list[int]]], int]:
+    """The multi-attribute VRP (RouteFinder's variants) in PyVRP: ``([(depot, customers) per route], PyVRP's
+    distance in units of 1 / SCALE)``. Demands as pickups and deliveries (PyVRP loads the deliveries at the
+    depot and keeps the load within the capacity throughout: MB), time windows and service times (times =
+    distance / speed, rounded up; openings up, closings down, as :func:`pyvrp_time_windows`), the duration
+    limit as ``max_distance`` (rounded down, less one unit per node), several depots as one vehicle type per
+    depot, open routes as zero-cost (and zero-time) arcs back to the depots. PyVRP cannot express B (linehauls
+    before backhauls on a route): ``ValueError`` for an instance with backhauls of class 1. On open routes
+    with time windows PyVRP still asks the vehicle to reach its depot (in zero time) before the depot closes,
+    which the env does not: its tours stay feasible, it may miss a cheaper one."""
+    import pyvrp
+    from pyvrp.stop import MaxRuntime
+
+    locs, n = data["locs"].astype(np.float64), len(data["locs"])
+    m, speed = int(data["num_depots"][0]), float(data["speed"][0])
+    if int(data["backhaul_class"][0]) == 1 and (data["demand_backhaul"] > 0).any():
+        raise ValueError("PyVRP cannot express backhauls of class 1 (B: linehauls before backhauls on a route); "
+                         "it solves the other variants (mixed backhauls MB included)")
+    late = lambda t: int(np.floor(t * SCALE)) if np.isfinite(t) else 2 ** 62  # noqa: E731
+    windows, service = data["time_windows"].astype(np.float64), data["service_time"].astype(np.float64) * SCALE
+    delivery = np.rint(data["demand_linehaul"].astype(np.float64) * SCALE).astype(np.int64)
+    pickup = np.rint(data["demand_backhaul"].astype(np.float64) * SCALE).astype(np.int64)
+    model = pyvrp.Model()
+    depots = [model.add_depot(model.add_location(x=float(locs[k, 0]), y=float(locs[k, 1])),
+                              tw_late=late(windows[k, 1])) for k in range(m)]
+    for i in range(m, n):
+        model.add_client(model.add_location(x=float(locs[i, 0]), y=float(locs[i, 1])), delivery=[int(delivery[i])],
+                         pickup=[int(pickup[i])], service_duration=int(np.ceil(service[i])),
+                         tw_early=int(np.ceil(windows[i, 0] * SCALE)), tw_late=late(windows[i, 1]))
+    limit = float(data["distance_limit"][0])
+    for k, depot in enumerate(depots):
+        model.add_vehicle_type(num_available=n - m, capacity=[SCALE], start_depot=depot, end_depot=depot,
+                               tw_late=late(windows[k, 1]),
+                               max_distance=int(np.floor(limit * SCALE)) - n if np.isfinite(limit) else 2 ** 62)
+    dist = int_distances(locs)
+    duration = np.ceil(np.sqrt(((locs[:, None] - locs[None]) ** 2).sum(-1)) * SCALE / speed).astype(np.int64)
+    if bool(data["open_route"][0]):
+        dist[m:, :m], duration[m:, :m] = 0, 0
+    problem = model.data().replace(distance_matrices=[dist], duration_matrices=[duration])
+    best = pyvrp.solve(problem, stop=MaxRuntime(time_limit), seed=seed, display=False).best
+    if not best.is_feasible():
+        raise ValueError(f"PyVRP found no feasible solution in {time_limit} s")
+    clients = lambda route: [int(v) for v in route.visits()] if hasattr(route, "visits") \
+        else [m + a.idx for a in route if a.is_client()]  # noqa: E731  (before 0.14: location indices)
+    return [(int(route.start_depot()), clients(route)) for route in best.routes()], int(best.distance())
+
+
+def mtvrp_actions(routes: list[tuple[int, list[int]]]) -> list[int]:
+    """Routes ``(depot, customers)`` as MTVRP actions: a move to the route's depot where the vehicle is at
+    another, the customers, the return (the last one is the episode's end, padding)."""
+    actions, at = [], 0
+    for depot, customers in routes:
+        actions += ([depot] if depot != at else []) + customers + [depot]
+        at = depot
+    return actions
+
+
+def pyvrp_fixed_fleet(data: dict, time_limit: float, seed: int) -> tuple[list[list[int]], int]:
+    """Fixed-fleet CVRP (``num_vehicles``) in PyVRP, as CVRP with ``num_available = num_vehicles``: ``(routes,
+    PyVRP's distance in units of 1 / SCALE)``; ``ValueError`` where PyVRP finds no solution within the fleet in
+    the time limit (a tight fleet is a bin packing). Routes that fit the fleet pass the env's bound (the
+    demand left never exceeds the vehicles left when the routes that follow carry it)."""
+    import pyvrp
+    from pyvrp.stop import MaxRuntime
+
+    locs = data["locs"].astype(np.float64)
+    demand = np.rint(data["demand"].astype(np.float64) * SCALE).astype(np.int64)
+    model = pyvrp.Model()
+    depot = model.add_depot(model.add_location(x=float(locs[0, 0]), y=float(locs[0, 1])))
+    for i in range(1, len(locs)):
+        model.add_client(model.add_location(x=float(locs[i, 0]), y=float(locs[i, 1])), delivery=[int(demand[i])])
+    model.add_vehicle_type(num_available=int(data["num_vehicles"]), capacity=[SCALE], start_depot=depot,
+                           end_depot=depot)
+    dist = solver_distances(data)
+    problem = model.data().replace(distance_matrices=[dist], duration_matrices=[np.zeros_like(dist)])
+    best = pyvrp.solve(problem, stop=MaxRuntime(time_limit), seed=seed, display=False).best
+    if not best.is_feasible():
+        raise ValueError(f"PyVRP found no solution with at most {int(data['num_vehicles'])} vehicles in "
+                         f"{time_limit} s")
     return [route_nodes(route) for route in best.routes()], int(best.distance())
 
 

@@ -5,15 +5,21 @@ subclass): adding a problem means adding its module and one line here. :func:`st
 :func:`tour_cost` (from ``base``) are the entry points shared by the single env, the vector env and
 the trainer.
 """
+from .atsp import ATSP
 from .base import Problem, invalid_penalty, step, tour_cost
 from .cvrp import CVRP
+from .cvrpmvc import CVRPMVC
+from .cvrptw import CVRPTW
+from .mtvrp import MTVRP
+from .mtsp import MTSP
 from .op import OP
+from .pdp import PDP
 from .pctsp import PCTSP
 from .sdvrp import SDVRP
 from .spctsp import SPCTSP
 from .tsp import TSP
 
-PROBLEMS: dict[str, type[Problem]] = {p.name: p for p in (TSP, CVRP, SDVRP, OP, PCTSP, SPCTSP)}
+PROBLEMS: dict[str, type[Problem]] = {p.name: p for p in (TSP, CVRP, SDVRP, OP, PCTSP, SPCTSP, ATSP, CVRPTW, CVRPMVC, PDP, MTVRP, MTSP)}
 
 
 def get_problem(name) -> type[Problem]:
@@ -26,4 +32,4 @@ def get_problem(name) -> type[Problem]:
         raise ValueError(f"unknown problem {name!r}; choose one of {sorted(PROBLEMS)}") from None
 
 
-__all__ = ["CVRP", "OP", "PCTSP", "PROBLEMS", "Problem", "SDVRP", "SPCTSP", "TSP", "get_problem", "invalid_penalty", "step", "tour_cost"]
+__all__ = ["ATSP", "CVRP", "CVRPMVC", "CVRPTW", "MTVRP", "MTSP", "OP", "PCTSP", "PDP", "PROBLEMS", "Problem", "SDVRP", "SPCTSP", "TSP", "get_problem", "invalid_penalty", "step", "tour_cost"]

@@ -11,6 +11,8 @@ rules). The declarations, each with its default where it has one:
   :meth:`Problem.check_num_nodes`), ``sizes`` (the registered ``routing/{label}-{n}`` ids);
 - ``generate(batch_size, num_nodes, *, generator, device, **variant) -> Instance``: random instances;
   ``variants`` declares the keyword options (OP's ``prize_type``), validated by :meth:`Problem.check_variant`;
+  ``presets``: named variants registered as ids of their own (``routing/{name}-{n}`` and ``routing/{name}-v0``
+  with those options, e.g. MTVRP's ``VRPBLTW``; a name that is a problem's label is left to that problem);
 - ``instance_from(data, *, batched, device) -> Instance``: validated user instances; joint constraints of
   the fields (a value valid only together with another) are checked there, and
   :meth:`Problem.field_at_bound` builds a valid instance with one field at its bound;
@@ -123,6 +125,11 @@ class PolicyInputs:
     ``context_nodes``: node-index observation keys whose embeddings form the step context.
     ``context_scalars``: (B, 1) observation keys appended to the step context.
     ``placeholder_at_start``: the step context is a learned placeholder while ``step == 0`` (TSP).
+    ``coordinates``: the (N, 2) observation key of node coordinates, embedded first; None where nodes
+    have none (ATSP).
+    ``edge_weights``: an (N, N) observation key of travel costs i -> j that the encoder reads as its
+    attention bias (instead of Euclidean distances), and whose rows and columns give each node's initial
+    features; None where distances come from the coordinates.
     Node features that change within an episode (the problem's ``dynamic_fields``) are re-projected at
     every decoding step (Kool's ``project_node_step``).
     """
@@ -131,6 +138,8 @@ class PolicyInputs:
     context_nodes: tuple[str, ...]
     context_scalars: tuple[str, ...] = ()
     placeholder_at_start: bool = False
+    coordinates: str | None = "locs"
+    edge_weights: str | None = None
 
 
 LEGEND_GLYPHS = ("depot", "start", "current", "routes", "unavailable", "size", "ring", "split")
@@ -206,6 +215,7 @@ class Problem:
     has_depot: ClassVar[bool]  # node 0 is a depot
     Instance: ClassVar[type]  # the NamedTuple of instance tensors
     variants: ClassVar[dict[str, Variant]] = {}
+    presets: ClassVar[dict[str, dict[str, Any]]] = {}  # id name -> variant options (registered ids of their own)
     sizes: ClassVar[tuple[int, ...]] = (10, 20, 50, 100)  # registered ``routing/{label}-{n}`` ids
     min_num_nodes: ClassVar[int] = 1
     num_nodes_multiple: ClassVar[int] = 1  # valid num_nodes are multiples of this (pairs of nodes: 2)
@@ -242,9 +252,21 @@ class Problem:
         return n_total - cls.has_depot
 
     @classmethod
+    def n_total_of(cls, instance) -> int:
+        """N, the nodes of a batch of instances (default: read from ``locs``; a unit without coordinates
+        overrides it)."""
+        return instance.locs.shape[1]
+
+    @classmethod
     def size_of(cls, instance) -> int:
         """The ``num_nodes`` of a batch of instances."""
-        return cls.num_customers(instance.locs.shape[1])
+        return cls.num_customers(cls.n_total_of(instance))
+
+    @classmethod
+    def layout(cls, instance) -> Tensor:
+        """(B, N, 2) where the renderer draws the nodes, in [0, 1]^2 (default: the coordinates, ``locs``;
+        a unit without coordinates overrides it and says how it places them)."""
+        return instance.locs
 
     @classmethod
     def check_num_nodes(cls, num_nodes: Any) -> int:
@@ -485,11 +507,12 @@ def as_tours(instance, tours) -> Tensor:
     """``tours`` (B, S) as an int64 tensor on the instances' device; ``ValueError`` unless it holds
     integers (a float array is refused even where its values are whole: a tour is node indices, and the
     check reads the dtype only) and has B rows."""
-    tours = (tours.detach() if isinstance(tours, Tensor) else torch.as_tensor(native_array(tours))).to(instance.locs.device)
+    first = instance[0]  # every instance field has the batch first
+    tours = (tours.detach() if isinstance(tours, Tensor) else torch.as_tensor(native_array(tours))).to(first.device)
     if tours.dtype == torch.bool or tours.is_floating_point() or tours.is_complex():
         raise ValueError(f"tours must hold integer node indices, got dtype {tours.dtype}")
-    if tours.dim() != 2 or tours.shape[0] != instance.locs.shape[0]:
-        raise ValueError(f"tours must have shape (B={instance.locs.shape[0]}, S), got {tuple(tours.shape)}")
+    if tours.dim() != 2 or tours.shape[0] != first.shape[0]:
+        raise ValueError(f"tours must have shape (B={first.shape[0]}, S), got {tuple(tours.shape)}")
     return tours.long()
 
 
@@ -537,7 +560,7 @@ def tour_cost(problem, instance, tours: Tensor) -> Tensor:
             the first instance whose tour takes a masked action or does not finish.
     """
     tours = as_tours(instance, tours)
-    n = instance.locs.shape[1]
+    n = problem.n_total_of(instance)
     outside = (tours < 0) | (tours >= n)
     if bool(outside.any()):
         b, t = (int(i) for i in outside.nonzero()[0])
@@ -558,7 +581,8 @@ def native_array(value: Any) -> np.ndarray:
     arr = np.asarray(value)
     if arr.dtype.byteorder not in ("=", "|"):
         arr = arr.astype(arr.dtype.newbyteorder("="))
-    return arr if arr.flags.c_contiguous else arr.copy(order="C")
+    contiguous = arr.flags.c_contiguous and all(s >= 0 for s in arr.strides)  # a 1-element view may be both
+    return arr if contiguous else arr.copy(order="C")
 
 
 def as_float_tensor(value: Any, name: str, shape: tuple, device: Any) -> Tensor:
