@@ -35,7 +35,7 @@ The interface (:class:`Baseline`), in the order :class:`~agents.training.reinfor
   one Adam step).
 - ``epoch_end() -> dict``: after an epoch's last step, before the validation: the metrics row's
   ``baseline_p`` and ``baseline_replaced`` (NaN and 0 where nothing is tested).
-- ``end_rows() -> int``: the instances ``epoch_end`` decodes greedily (0 by default), whose time the
+- ``end_rows() -> int``: the most instances ``epoch_end`` decodes greedily (0 by default), whose time the
   trainer sets aside within a ``max_minutes`` budget.
 - ``state_dict() -> dict`` / ``load_state_dict(state)``: everything an exact resume needs, as tensors,
   numbers, strings, lists and dicts (a checkpoint loads with ``weights_only=True``); stored as the
@@ -106,7 +106,7 @@ class Baseline:
         return {"baseline_p": float("nan"), "baseline_replaced": 0}
 
     def end_rows(self) -> int:
-        """Instances :meth:`epoch_end` decodes greedily."""
+        """The most instances :meth:`epoch_end` decodes greedily."""
         return 0
 
     def state_dict(self) -> dict:
@@ -183,7 +183,7 @@ class RolloutBaseline(Baseline):
         return {"baseline_p": p, "baseline_replaced": int(better)}
 
     def end_rows(self) -> int:
-        return self.trainer.cfg.eval_size  # the t-test (a replacement decodes as many again, rarely)
+        return 2 * self.trainer.cfg.eval_size  # the t-test, and a replacement's fresh set
 
     def state_dict(self) -> dict:
         return {

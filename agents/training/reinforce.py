@@ -446,7 +446,7 @@ class Trainer:
             return notes
         spent = f" (the checkpoint's run spent {self.elapsed_s / 60:.1f} of the {cfg.max_minutes:g})" \
             if self.elapsed_s else ""
-        tested = f", baseline test of {self.baseline.end_rows()}" if self.baseline.end_rows() else ""
+        tested = f", up to {self.baseline.end_rows()} for the baseline" if self.baseline.end_rows() else ""
         notes.append(f"budget {budget / 60:.1f} minutes{spent}, of which about {reserve:.0f} s are kept for each "
                      f"epoch's end (validation of {self.val_set[0].shape[0]} instances{tested}, checkpoint)")
         if reserve >= budget:
