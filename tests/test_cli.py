@@ -60,9 +60,9 @@ def test_eval__readme_real_instance_example_uses_the_nearest_shipped_size(monkey
     """README: `routing-gym eval --problem cvrp --policy pretrained --instances E-n51-k5.vrp` (n = 50, while
     the shipped CVRP model has n = 20) was refused ("no shipped model for cvrp-50")."""
     pytest.importorskip("vrplib")
-    argv = readme_command("--instances E-n51-k5.vrp")
-    assert argv == ["eval", "--problem", "cvrp", "--policy", "pretrained", "--instances", "E-n51-k5.vrp"]
-    monkeypatch.chdir(DATA)
+    argv = readme_command("E-n51-k5.vrp")
+    assert argv == ["eval", "--problem", "cvrp", "--policy", "pretrained", "--instances", "tests/data/E-n51-k5.vrp"]
+    monkeypatch.chdir(README.parent)  # as written, from the clone's root
     assert main(argv) == 0
     out, err = capsys.readouterr()
     assert "| E-n51-k5 | cvrp | 50 |" in out and "521 (comment)" in out and "(k = 5) |" in out

@@ -248,3 +248,24 @@ def test_eval__ctrl_c_ends_in_one_line_and_status_130(monkeypatch, capsys):
     assert cli(["eval", "--problem", "tsp", "--num-nodes", "5", "--policy", "nearest", "--num-instances", "4",
                 "--no-progress"]) == 130
     assert "interrupted" in one_error_line(capsys)
+
+
+# -- the README's commands work as written ---------------------------------------------------------------
+def test_readme__install_commands_work_from_a_clone():
+    import re
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    readme = (ROOT / "README.md").read_text()
+    assert not re.search(r"pip install [\"']?routing-gym\[", readme)  # not on PyPI: the clone's extras
+    named = re.findall(r"pip install -e [\"']\.\[([\w,-]+)\][\"']", readme)
+    assert named and all(extra in extras for group in named for extra in group.split(","))
+
+
+def test_exit_statuses__are_documented_in_help_and_readme(capsys):
+    with pytest.raises(SystemExit):
+        cli(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    for words in ("1 a run refused or stopped", "2 a usage error", "130 interrupted"):
+        assert words in text and words in readme
