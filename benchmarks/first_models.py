@@ -25,7 +25,6 @@ import torch
 
 RECIPE = ["--baseline", "rollout", "--batch-size", "128", "--lr", "3e-4", "--lr-schedule", "cosine",
           "--lr-warmup", "0.02", "--embed-dim", "64", "--n-layers", "2", "--ff-hidden", "256"]
-ROOT = Path("runs/first")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -39,15 +38,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--reference", type=int, default=100, help="instances the solver reference solves")
     p.add_argument("--time-limit", type=float, default=0.5)
     p.add_argument("--out", default=None, help="also write the table to this markdown file")
+    p.add_argument("--root", type=Path, default=Path("runs/first"), help="where the runs are")
     return p.parse_args(argv)
 
 
-def folder(problem: str, n: int, variant: str | None) -> Path:
-    return ROOT / f"{problem}{n}{'-' + variant if variant else ''}"
+def folder(problem: str, args) -> Path:
+    return args.root / f"{problem}{args.num_nodes}{'-' + args.variant if args.variant else ''}"
 
 
 def train(problem: str, args) -> None:
-    out = folder(problem, args.num_nodes, args.variant)
+    out = folder(problem, args)
     cmd = [sys.executable, "-m", "agents.apps.cli", "train", "--problem", problem, "--num-nodes", str(args.num_nodes),
            "--max-minutes", str(args.minutes), "--epochs", "1000", "--epoch-size", "12800", "--val-size", "1000",
            "--eval-size", "1000", "--no-progress", *RECIPE]
@@ -69,7 +69,7 @@ def evaluate(problem_name: str, args) -> dict:
     problem = get_problem(problem_name)
     test = problem.generate(args.instances, args.num_nodes, generator=torch.Generator().manual_seed(4321),
                             **({"variant": "mixed"} if args.variant else {}))
-    run = folder(problem_name, args.num_nodes, args.variant)
+    run = folder(problem_name, args)
     policy = load_policy_file(run / "best.pt" if (run / "best.pt").exists() else run / "last.pt")
     row = {"problem": problem.label + (f" ({args.variant})" if args.variant else ""), "n": args.num_nodes}
     start = time.perf_counter()
