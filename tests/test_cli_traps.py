@@ -269,3 +269,17 @@ def test_exit_statuses__are_documented_in_help_and_readme(capsys):
     readme = " ".join((ROOT / "README.md").read_text().split())
     for words in ("1 a run refused or stopped", "2 a usage error", "130 interrupted"):
         assert words in text and words in readme
+
+
+def test_resume__an_earlier_checkpoint_never_replaces_later_epochs_in_its_folder(tmp_path, capsys):
+    out = tmp_path / "run"
+    tiny_trainer(tmp_path, epochs=1, epoch_size=32).fit(progress=False, log=False)
+    earlier = (out / "last.pt").read_bytes()  # epoch 1
+    Trainer.resume(out / "last.pt", epochs=2).fit(progress=False, log=False)
+    later = (out / "last.pt").read_bytes()  # epoch 2
+    (out / "best.pt").write_bytes(earlier)
+    assert cli(["train", "--resume", str(out / "best.pt"), "--epochs", "3", "--no-progress"]) == 1
+    assert "is at epoch 2, later than the checkpoint resumed here (epoch 1)" in one_error_line(capsys)
+    assert (out / "last.pt").read_bytes() == later
+    assert cli(["train", "--resume", str(out / "best.pt"), "--epochs", "3", "--out-dir", str(tmp_path / "branch"),
+                "--no-progress"]) == 0

@@ -468,9 +468,24 @@ class Trainer:
             for name in found:
                 (out / name).unlink()
             shutil.rmtree(out / "tb", ignore_errors=True)
+        if ours:
+            self._check_not_behind(out)
         self.run_dir = out
         if ours and self.history:  # the rows of its checkpoint, none lost or repeated
             _write_csv(out / "metrics.csv", self.history)
+
+    def _check_not_behind(self, out: Path) -> None:
+        """``FileExistsError`` if ``out/last.pt`` is further along than this run (resumed from an earlier
+        checkpoint, e.g. ``best.pt``, in its own folder): continuing there would replace the later epochs."""
+        last = out / "last.pt"
+        try:
+            epoch = load_checkpoint(last).get("epoch") if last.is_file() else None
+        except ValueError:  # a damaged last.pt holds no epochs to lose
+            return
+        if isinstance(epoch, int) and epoch > self.epoch:
+            raise FileExistsError(f"{last} is at epoch {epoch}, later than the checkpoint resumed here (epoch "
+                                  f"{self.epoch}); continuing in {out} would replace it: continue {last}, or give "
+                                  f"this run another --out-dir")
 
     def _check_not_input(self, out: Path) -> None:
         """``FileExistsError`` if ``--overwrite`` would delete the file this run starts from."""
