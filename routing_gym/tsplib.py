@@ -19,7 +19,8 @@ distances along it.
 Reference values (:func:`find_reference`), first found wins: a user table (``{name: value}``, or a
 JSON / CSV / whitespace ``name value`` file), a VRPLIB ``NAME.sol`` next to the instance (its ``Cost``
 line, else its routes costed; the routes are checked either way), a TSPLIB ``NAME.opt.tour`` next to it
-(costed), or an ``Optimal value: X`` (``Best value``, ``Best known solution``) in the file's ``COMMENT``.
+(costed), an ``Optimal value: X`` (``Best value``, ``Best known solution``) in the file's ``COMMENT``,
+or, for a classic TSPLIB instance by its NAME, the optimum TSPLIB publishes (:data:`TSPLIB_OPTIMA`).
 
 A policy sees only the scaled coordinates, so it optimises unrounded distances; a tour that is optimal
 for those can cost a unit more under ``nint`` (eil51: 427 instead of 426). A solver can work in the
@@ -480,7 +481,16 @@ def find_reference(real: RealInstance, comment: Any, table) -> tuple[float | Non
     match = COMMENT_OPTIMUM.search(str(comment or ""))
     if match:
         return positive(match.group(1).rstrip(".,"), f"{real.path}: the COMMENT's reference value"), "comment"
+    if real.problem == "tsp" and real.name in TSPLIB_OPTIMA:
+        return TSPLIB_OPTIMA[real.name], "TSPLIB"
     return None, None
+
+
+# the optimal tour lengths TSPLIB publishes (its files' own distances), for the gaps of the classic
+# instances whose files state none: the two in tests/data and a few more of those most papers report
+TSPLIB_OPTIMA = {"att48": 10628.0, "eil51": 426.0, "berlin52": 7542.0, "st70": 675.0, "eil76": 538.0,
+                 "pr76": 108159.0, "kroA100": 21282.0, "eil101": 629.0, "lin105": 14379.0, "ch130": 6110.0,
+                 "ch150": 6528.0, "a280": 2579.0}
 
 
 # -- fixed fleets ---------------------------------------------------------------------------------

@@ -283,3 +283,12 @@ def test_resume__an_earlier_checkpoint_never_replaces_later_epochs_in_its_folder
     assert (out / "last.pt").read_bytes() == later
     assert cli(["train", "--resume", str(out / "best.pt"), "--epochs", "3", "--out-dir", str(tmp_path / "branch"),
                 "--no-progress"]) == 0
+
+
+def test_eval__the_bundled_tsplib_files_print_their_gap(capsys):
+    pytest.importorskip("vrplib")
+    data = ROOT / "tests" / "data"
+    assert cli(["eval", "--policy", "nearest", "--instances", str(data / "eil51.tsp"), str(data / "berlin52.tsp"),
+                "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "| eil51 | tsp | 51 |" in out and "426 (TSPLIB)" in out and "7542 (TSPLIB)" in out

@@ -63,7 +63,7 @@ def test_tsp__scaled_into_the_unit_square_keeping_the_aspect_ratio():
 
 def test_reference__opt_tour_beside_the_instance_table_and_comment(tmp_path):
     path = copy_beside(tmp_path, "eil51.tsp")
-    assert tsplib.load(path).reference is None
+    assert (tsplib.load(path).reference, tsplib.load(path).reference_source) == (426, "TSPLIB")  # its published optimum
     write_tour(tmp_path / "eil51.opt.tour", EIL51_OPT)
     real = tsplib.load(path)
     assert (real.reference, real.reference_source) == (426, ".opt.tour")
