@@ -180,11 +180,11 @@ class RoutingEnv(gym.Env):
         info: dict[str, Any] = {}
         if invalid.item():
             self._invalid = True
-            info["invalid_action"] = np.bool_(True)
+            info["invalid_action"] = True
         else:
             self._tour.append(a)
         if terminated:
-            info.setdefault("invalid_action", np.bool_(False))
+            info.setdefault("invalid_action", False)
             info["cost"] = np.float64(-self._return)
             info["tour"] = padded_tour(self._tour, self.problem.max_steps(self.n_total))
         if self.render_mode == "human":

@@ -116,7 +116,8 @@ class SB3VecEnv(VecEnv):
                 entry["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
                 for key, value in final_info.items():
                     if not key.startswith("_") and final_info[f"_{key}"][i]:
-                        entry[key] = value[i]  # numpy scalars (np.float64 cost, np.bool_ flag), as the single env's
+                        # as the single env's: a Python bool flag, numpy scalars otherwise (np.float64 cost)
+                        entry[key] = value[i].item() if value.dtype == bool else value[i]
         return obs, reward.astype(np.float32), terminated | truncated, infos
 
     def _shared_options(self) -> dict[str, Any] | None:

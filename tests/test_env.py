@@ -86,7 +86,7 @@ def test_episode__return_equals_minus_info_cost_and_tour_matches(problem):
     rng = np.random.default_rng(0)
     for seed in range(3):
         ret, info, steps = random_episode(env, seed, rng)
-        assert info["cost"] == -ret and info["invalid_action"] is np.False_
+        assert info["cost"] == -ret and info["invalid_action"] is False
         core, inst = env.unwrapped.problem, env.unwrapped.state.instance
         tour = info["tour"]
         assert tour.dtype == np.int64 and tour.shape == (core.max_steps(core.n_total_of(inst)),)  # one shape always
@@ -145,7 +145,7 @@ def test_masked_action__terminates_with_penalty_by_default(problem):
     bad = int(np.flatnonzero(obs["action_mask"] == 0)[0])
     penalty = float(invalid_penalty(env.unwrapped.problem, env.unwrapped.state)[0])
     _, r, term, trunc, info = env.step(bad)
-    assert term and not trunc and info["invalid_action"] is np.True_
+    assert term and not trunc and info["invalid_action"] is True
     assert r == pytest.approx(-penalty)  # float32 reward
     assert info["cost"] == -(ret + r)
     assert info["tour"][info["tour"] >= 0].tolist() == taken  # the masked action is not part of the tour

@@ -77,7 +77,7 @@ def test_single_env__random_play_keeps_the_documented_outcomes(pn, seed, choices
         ret += r
         assert not trunc
         if masked:
-            assert term and info["invalid_action"] is np.True_ and r == pytest.approx(-penalty)
+            assert term and info["invalid_action"] is True and r == pytest.approx(-penalty)
         else:
             served.add(a)
             tour.append(a)

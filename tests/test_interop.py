@@ -98,7 +98,7 @@ def test_tianshou__adapter_gives_obs_and_mask_and_dqn_never_takes_a_masked_actio
         act = int(policy(batch).act[0])
         assert obs["mask"][act] == 1
         obs, _, done, _, info = env.step(act)
-    assert info["invalid_action"] is np.False_
+    assert info["invalid_action"] is False
 
 
 # -- CleanRL style ------------------------------------------------------------------------------

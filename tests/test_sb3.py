@@ -86,7 +86,7 @@ def test_adapter__first_episodes_match_dummy_vec_env_over_single_envs(problem):
                 assert infos[i]["TimeLimit.truncated"] is False
                 assert infos[i]["cost"] == pytest.approx(ref_infos[i]["cost"], abs=1e-5)
                 np.testing.assert_array_equal(infos[i]["tour"], ref_infos[i]["tour"])
-                assert infos[i]["invalid_action"] is np.False_
+                assert infos[i]["invalid_action"] is False
             else:
                 assert infos[i] == {}
                 assert_obs_equal({k: v[i] for k, v in obs.items()}, {k: v[i] for k, v in ref_obs.items()})
