@@ -292,3 +292,12 @@ def test_eval__the_bundled_tsplib_files_print_their_gap(capsys):
                 "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "| eil51 | tsp | 51 |" in out and "426 (TSPLIB)" in out and "7542 (TSPLIB)" in out
+
+
+def test_compare__reports_each_method_done(capsys):
+    from agents.apps.compare import compare_problem, method_count
+
+    done = []
+    rows = compare_problem("tsp", 20, 4, 0, done=done.append)
+    assert done == [row["method"] for row in rows] and len(done) == method_count("tsp")
+    assert cli(["compare", "--problems", "tsp", "--num-instances", "4", "--no-picture", "--no-progress"]) == 0

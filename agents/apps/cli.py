@@ -687,7 +687,7 @@ def cmd_play(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from .compare import check_picture, compare_problem, picture, shipped_problems, table
+    from .compare import check_picture, compare_problem, method_count, picture, shipped_problems, table
 
     shipped = shipped_problems(args.num_nodes)
     problems = args.problems or shipped
@@ -710,8 +710,13 @@ def cmd_compare(args) -> int:
         check_picture(out)
         make_parent(out)
     rows = []
-    for name in problems:
-        rows += compare_problem(name, args.num_nodes, args.num_instances, args.seed)
+    with progress_bar(args, sum(method_count(p) for p in problems), "method") as bar:
+        for name in problems:
+            def done(method: str) -> None:
+                bar.set_postfix_str(f"{name}: {method}", refresh=False)
+                bar.update()
+
+            rows += compare_problem(name, args.num_nodes, args.num_instances, args.seed, done=done)
     print(table(rows, args.num_nodes, args.num_instances, args.seed))
     if out:
         picture(problems, args.num_nodes, args.seed, out)
@@ -891,6 +896,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--out", type=output_file, help=f"save the picture here (an image file name such as .png; needs "
                    f"Pillow) (default: {COMPARE_PICTURE}, skipped with a note when Pillow is missing)")
     c.add_argument("--no-picture", action="store_true", help="the table only")
+    c.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (there is none anyway when stderr is not a terminal)")
     c.set_defaults(func=cmd_compare)
 
     x = command("export", "write a checkpoint's policy as a small policy file",

@@ -40,8 +40,14 @@ def shipped_problems(num_nodes: int) -> list[str]:
     return [p for p in PROBLEMS if f"{p}{num_nodes}" in have]
 
 
-def compare_problem(problem_name: str, num_nodes: int, num_instances: int, seed: int) -> list[dict]:
-    """Rows (method, mean cost, gap to the best row per instance in %, seconds) for one problem."""
+def method_count(problem_name: str) -> int:
+    """The rows :func:`compare_problem` computes for a problem (its heuristics and the model's two)."""
+    return len(heuristics_for(get_problem(problem_name))) + 2
+
+
+def compare_problem(problem_name: str, num_nodes: int, num_instances: int, seed: int, done=None) -> list[dict]:
+    """Rows (method, mean cost, gap to the best row per instance in %, seconds) for one problem;
+    ``done(method)`` is called after each method (a progress bar)."""
     if isinstance(num_instances, bool) or not isinstance(num_instances, int) or num_instances < 1:
         raise ValueError(f"num_instances must be a positive integer, got {num_instances!r}")
     problem = get_problem(problem_name)
@@ -59,6 +65,8 @@ def compare_problem(problem_name: str, num_nodes: int, num_instances: int, seed:
         cost = tour_cost(problem, instances, tours).double()  # every tour replayed and checked
         costs.append(cost)
         rows.append({"problem": problem_name, "method": name, "cost": float(cost.mean()), "seconds": seconds})
+        if done is not None:
+            done(name)
     best = torch.stack(costs).min(dim=0).values
     for row, cost in zip(rows, costs):
         row["gap"] = float(((cost - best) / best.abs().clamp_min(1e-9)).mean() * 100)
