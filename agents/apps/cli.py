@@ -429,7 +429,8 @@ def check_instances_options(args) -> None:
     if args.save:
         raise ValueError("--save writes a dataset of unit-square instances; with --instances there is none "
                          "(drop one of the two)")
-    unused = [key for key in ("dataset", "limit", "num_nodes", *VARIANT_OPTIONS) if getattr(args, key, None) is not None]
+    unused = [key for key in ("dataset", "limit", "num_nodes", *VARIANT_OPTIONS)
+              if getattr(args, key, None) is not None]
     if unused:
         raise ValueError(f"--instances reads each file's own problem, size and data; "
                          f"{', '.join('--' + flag(k) for k in unused)} does not apply to it (drop one or the other)")
@@ -791,7 +792,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, help="seed of the training stream " + trained("seed"))
     t.add_argument("--device", type=device_name, help=DEVICE_HELP + " " + trained("device"))
     t.add_argument("--bf16", action="store_true", default=None, help="bf16 autocast on CUDA (default: off)")
-    t.add_argument("--out-dir", type=folder_arg, help="where checkpoints and metrics.csv go (default: runs/PROBLEMNUM_NODES, "
+    t.add_argument("--out-dir", type=folder_arg,
+                   help="where checkpoints and metrics.csv go (default: runs/PROBLEMNUM_NODES, "
                    "e.g. runs/tsp20)")
     t.add_argument("--init-from", help="start from the weights of this policy file or trainer checkpoint (e.g. "
                    "agents/weights/tsp20.pt), with their model settings; optimiser and baseline start afresh")

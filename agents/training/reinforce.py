@@ -272,6 +272,10 @@ class Trainer:
             group["lr"] = lr
         return bool(past_deadline)
 
+    def _past(self, deadline: float) -> bool:
+        """Has ``deadline`` (a ``time.perf_counter()`` value) passed, by rank 0's clock?"""
+        return bool(self._rank0([float(time.perf_counter() >= deadline)])[0])
+
     def _rank0(self, values: list[float]) -> list[float]:
         """``values`` as rank 0 has them, on every rank (one broadcast; only under torch.distributed with
         a minutes budget, the one thing that makes ranks' decisions differ)."""
@@ -397,7 +401,7 @@ class Trainer:
             for note in self._start_notes(budget, reserve):
                 print(f"note: {note}")
         # at least one epoch (of at least one batch); then none whose end would not fit the budget
-        while self.epoch < cfg.epochs and not (rows and self._rank0([float(time.perf_counter() >= deadline - reserve)])[0]):
+        while self.epoch < cfg.epochs and not (rows and self._past(deadline - reserve)):
             try:
                 row = self.train_epoch(progress=progress, deadline=deadline - reserve)
             except TrainingDiverged as e:
