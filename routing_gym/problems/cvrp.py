@@ -139,8 +139,13 @@ class CVRP(Problem):
         return state._replace(mask=CVRP._mask(instance, visited, zeros, state.used))
 
     @staticmethod
-    def _mask(instance: CVRPInstance, visited: Tensor, current: Tensor, used: Tensor) -> Tensor:
+    def _mask(instance: CVRPInstance, visited: Tensor, current: Tensor, used: Tensor,
+              within: Tensor | None = None) -> Tensor:
+        """CVRP's rules; ``within`` (B, N) bool restricts the customers further (a unit built on CVRP's routes:
+        time windows) before the depot's rule reads them."""
         allowed = ~flags(visited) & (instance.demand + used[:, None] <= 1.0 + CAPACITY_TOLERANCE)
+        if within is not None:
+            allowed &= within
         allowed[:, 0] = False  # customers first, then the depot: not twice in a row while a customer is allowed
         allowed[:, 0] = (current != 0) | ~any_marked(allowed)
         return mask_of(allowed)
@@ -148,6 +153,13 @@ class CVRP(Problem):
     @staticmethod
     def transition(state: CVRPState, action: Tensor, active: Tensor) -> tuple[CVRPState, Tensor]:
         """Inactive sub-envs arrive with ``action == current`` (see ``base.step``)."""
+        new, cost = CVRP.move(state, action, active)
+        return new._replace(mask=CVRP._mask(new.instance, new.visited, new.current, new.used)), cost
+
+    @staticmethod
+    def move(state: CVRPState, action: Tensor, active: Tensor) -> tuple[CVRPState, Tensor]:
+        """The transition without the new mask (``mask`` left as it was): the routes, loads and costs that
+        units built on CVRP's routes extend before computing their own mask."""
         inst = state.instance
         loc = gather_nodes(inst.locs, action)
         visited = mark(state.visited, action)
@@ -161,7 +173,7 @@ class CVRP(Problem):
         current_loc = torch.where(finished[:, None], depot_loc, loc)
         new = CVRPState(instance=inst, current=current, current_loc=current_loc, used=used, visited=visited,
                         step=state.step + active, length=state.length + cost, done=state.done | finished,
-                        mask=CVRP._mask(inst, visited, current, used))
+                        mask=state.mask)
         return new, cost
 
     @staticmethod

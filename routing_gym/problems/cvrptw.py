@@ -37,8 +37,8 @@ from torch import Tensor
 
 from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, node_index, steps_taken, as_float_tensor, \
     distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, generation_device
-from .cvrp import CAPACITY_TOLERANCE, capacity
-from .masks import any_marked, empty_mask, flags, mark, mask_of
+from .cvrp import CVRP, CVRPState
+from .masks import empty_mask
 
 MAX_LOC = 150.0  # RL4CO's coordinate range [0, 150]: its times are in units of 1/MAX_LOC of ours
 MAX_TIME = 480.0 / MAX_LOC  # the horizon (the depot's closing time), 3.2; the bound of every time
@@ -132,9 +132,7 @@ class CVRPTW(Problem):
         """B instances of ``num_nodes`` customers plus a depot (node 0), by RL4CO's generator (module docstring)."""
         n = check_num_nodes(num_nodes, minimum=1)
         dev = generation_device(generator, device)
-        locs = torch.rand(batch_size, n + 1, 2, generator=generator, device=dev)
-        units = torch.randint(1, 10, (batch_size, n), generator=generator, device=dev).float()
-        demand = torch.cat([torch.zeros(batch_size, 1, device=dev), units / capacity(n)], dim=1)
+        locs, demand = CVRP.generate(batch_size, n, generator=generator, device=dev)  # CVRP's draws, in order
         # RL4CO's steps 1-7, in its units (1/150 of ours)
         dist = distance(locs, locs[:, :1]) * MAX_LOC  # (B, N)
         upper = MAX_TIME * MAX_LOC - dist  # service durations 0
@@ -158,22 +156,13 @@ class CVRPTW(Problem):
         alone from the depot and back in time (the mask's own rule)."""
         data = instance_fields(data, ("locs", "demand", "time_windows", "service_time"))
         b, n = batch_size_of(data, batched)
-        if n < 2:
-            raise ValueError(f"instance field 'locs' must hold the depot and at least one customer, got {n} nodes")
+        locs, demand = CVRP.instance_from({"locs": data["locs"], "demand": data["demand"]}, batched=batched,
+                                          device=device)  # CVRP's fields, validated by CVRP
         lead = (b,) if batched else ()
-        locs = as_float_tensor(data["locs"], "locs", lead + (n, 2), device).reshape(b, n, 2)
-        demand = as_float_tensor(data["demand"], "demand", lead + (n,), device).reshape(b, n)
         windows = as_float_tensor(data["time_windows"], "time_windows", lead + (n, 2), device).reshape(b, n, 2)
         service = as_float_tensor(data["service_time"], "service_time", lead + (n,), device).reshape(b, n)
-        check_range(locs, "locs", 0.0, 1.0)
         check_range(windows, "time_windows", 0.0, MAX_TIME)
         check_range(service, "service_time", 0.0, MAX_TIME)
-        if (demand[:, 0] != 0).any():
-            raise ValueError("instance field 'demand' must be 0 at the depot (node 0)")
-        if (demand[:, 1:] > 1.0).any():  # no slack: the observation space bounds demand by 1
-            raise ValueError("instance field 'demand' exceeds the capacity (1.0) at a customer: infeasible")
-        if (demand[:, 1:] <= 0).any():
-            raise ValueError("instance field 'demand' must be > 0 for every customer")
         if (windows[..., 0] > windows[..., 1]).any():
             raise ValueError("instance field 'time_windows' must open no later than it closes (open <= close) "
                              "at every node")
@@ -227,32 +216,27 @@ class CVRPTW(Problem):
     @staticmethod
     def _mask(state: CVRPTWState, visited: Tensor, current: Tensor, current_loc: Tensor, used: Tensor,
               time: Tensor) -> Tensor:
-        inst = state.instance
-        allowed = ~flags(visited) & (inst.demand + used[:, None] <= 1.0 + CAPACITY_TOLERANCE) \
-            & _in_time(inst, state.back, time, current_loc)
-        allowed[:, 0] = False  # customers first, then the depot: not twice in a row while a customer is allowed
-        allowed[:, 0] = (current != 0) | ~any_marked(allowed)
-        return mask_of(allowed)
+        """CVRP's rules (:meth:`CVRP._mask`) with the customers further restricted to those in time."""
+        return CVRP._mask(state.instance, visited, current, used,
+                          within=_in_time(state.instance, state.back, time, current_loc))
 
     @staticmethod
     def transition(state: CVRPTWState, action: Tensor, active: Tensor) -> tuple[CVRPTWState, Tensor]:
-        """Inactive sub-envs arrive with ``action == current`` (see ``base.step``)."""
+        """CVRP's routes, loads and costs (:meth:`CVRP.move`), then the route's clock: service starts at
+        ``max(arrival, open)`` and ends ``service_time`` later; the clock restarts at 0 at the depot.
+        Inactive sub-envs arrive with ``action == current`` (see ``base.step``)."""
         inst = state.instance
-        loc = gather_nodes(inst.locs, action)
-        visited = mark(state.visited, action)
-        finished = active & (torch.count_nonzero(visited[:, 1:], dim=1) == visited.shape[1] - 1)
-        refill = (action == 0) | finished
-        used = torch.where(refill, 0.0, state.used + gather_nodes(inst.demand, action) * active)
-        edge = distance(loc, state.current_loc)
-        start = torch.maximum(state.time + edge, gather_nodes(inst.time_windows[..., 0], action))
+        routes = CVRPState(instance=inst, current=state.current, current_loc=state.current_loc, used=state.used,
+                           visited=state.visited, step=state.step, length=state.length, done=state.done,
+                           mask=state.mask)
+        s, cost = CVRP.move(routes, action, active)
+        refill = (action == 0) | (s.done & ~state.done)
+        arrival = state.time + distance(gather_nodes(inst.locs, action), state.current_loc)
+        start = torch.maximum(arrival, gather_nodes(inst.time_windows[..., 0], action))
         time = torch.where(refill, 0.0, torch.where(active, start + gather_nodes(inst.service_time, action), state.time))
-        depot_loc = inst.locs[:, 0]
-        cost = edge + gather_nodes(state.back, action) * finished
-        current = torch.where(finished, 0, action)
-        current_loc = torch.where(finished[:, None], depot_loc, loc)
-        new = state._replace(current=current, current_loc=current_loc, used=used, time=time, visited=visited,
-                             step=state.step + active, length=state.length + cost, done=state.done | finished)
-        return new._replace(mask=CVRPTW._mask(new, visited, current, current_loc, used, time)), cost
+        new = state._replace(current=s.current, current_loc=s.current_loc, used=s.used, time=time, visited=s.visited,
+                             step=s.step, length=s.length, done=s.done)
+        return new._replace(mask=CVRPTW._mask(new, s.visited, s.current, s.current_loc, s.used, time)), cost
 
     @staticmethod
     def observe(state: CVRPTWState) -> dict[str, Tensor]:
