@@ -4,8 +4,9 @@
 method      problems                    what runs (package)
 ==========  ==========================  =====================================================================
 ``exact``   TSP (N <= 20)               Held-Karp dynamic program, batched (:mod:`agents.references.exact`; no extra)
-``lkh``     TSP, ATSP                   LKH-3 (Helsgaun) through ``elkai``, whose wheel bundles LKH; ATSP as
-                                        an explicit full matrix (:func:`lkh_atsp`)
+``lkh``     TSP, ATSP, SHPP             LKH-3 (Helsgaun) through ``elkai``, whose wheel bundles LKH; ATSP as
+                                        an explicit full matrix (:func:`lkh_atsp`); SHPP as an ATSP whose only
+                                        cheap edge into the start leaves the end (:func:`lkh_shpp`)
 ``ortools`` TSP, CVRP, OP, PCTSP        OR-Tools routing: guided local search; OP and PCTSP drop nodes via
                                         disjunctions (penalty = prize resp. penalty), OP bounds a distance
                                         dimension, PCTSP puts a minimum on a prize dimension
@@ -60,7 +61,7 @@ from ..policies.protocol import select_rows
 SCALE = 10 ** 6  # unit-square coordinates -> integer distances
 PRIZE_RESOLUTION = 10 ** 4  # OP prizes rounded to 1e-4
 PACKAGES = {"lkh": "elkai", "ortools": "ortools", "pyvrp": "pyvrp"}  # method -> PyPI package (extra)
-SUPPORTED = {"exact": ("tsp",), "lkh": ("tsp", "atsp"), "ortools": ("tsp", "cvrp", "op", "pctsp"),
+SUPPORTED = {"exact": ("tsp",), "lkh": ("tsp", "atsp", "shpp"), "ortools": ("tsp", "cvrp", "op", "pctsp"),
              "pyvrp": ("tsp", "cvrp", "op", "pctsp", "cvrptw", "cvrpmvc", "mtvrp")}
 METHODS = tuple(SUPPORTED)
 
@@ -221,6 +222,8 @@ def lkh(name: str, data: dict, time_limit: float, seed: int) -> list[int]:
 
     if name == "atsp":
         return lkh_atsp(data, time_limit, seed)
+    if name == "shpp":
+        return lkh_shpp(data, time_limit, seed)
     if "distances" in data:
         d = data["distances"]
         problem = (f"TYPE : TSP\nDIMENSION : {len(d)}\nEDGE_WEIGHT_TYPE : EXPLICIT\nEDGE_WEIGHT_FORMAT : FULL_MATRIX\n"
@@ -247,6 +250,33 @@ def lkh_atsp(data: dict, time_limit: float, seed: int) -> list[int]:
                "EDGE_WEIGHT_SECTION\n" + "".join(" ".join(map(str, row)) + "\n" for row in d.tolist()))
     params = f"RUNS = 1\nPROBLEM_FILE = :stdin:\nTIME_LIMIT = {time_limit}\nSEED = {seed + 1}\n"
     return [v - 1 for v in _elkai.solve_problem(params, problem)]
+
+
+def lkh_shpp(data: dict, time_limit: float, seed: int) -> list[int]:
+    """A shortest Hamiltonian path from node 0 to node N - 1 by LKH-3, as an ATSP: the scaled, rounded
+    Euclidean distances, except that every edge into the start costs more than a path through all nodes
+    (the path 0, 1, ..., N - 1, plus one) but the edge from the end, which costs 0. A tour that enters the
+    start from anywhere but the end then costs more than one that closes the path from the end, so the
+    optimal tour is the optimal path closed by that free edge. ``PRECISION = 1`` keeps LKH's internal costs
+    (the distances times the precision, 100 by default) inside its integers. Returns the actions: the path
+    after the start. Fewer than 3 nodes have one path, returned without a solver."""
+    from elkai import _elkai
+
+    n = len(data["locs"])
+    if n < 3:
+        return list(range(1, n))
+    d = int_distances(data["locs"])
+    d[:, 0] = int(d[np.arange(n - 1), np.arange(1, n)].sum()) + 1
+    d[n - 1, 0] = d[0, 0] = 0
+    problem = (f"TYPE : ATSP\nDIMENSION : {n}\nEDGE_WEIGHT_TYPE : EXPLICIT\nEDGE_WEIGHT_FORMAT : FULL_MATRIX\n"
+               "EDGE_WEIGHT_SECTION\n" + "".join(" ".join(map(str, row)) + "\n" for row in d.tolist()))
+    params = f"RUNS = 1\nPROBLEM_FILE = :stdin:\nTIME_LIMIT = {time_limit}\nSEED = {seed + 1}\nPRECISION = 1\n"
+    tour = [v - 1 for v in _elkai.solve_problem(params, problem)]
+    at = tour.index(0)
+    path = tour[at:] + tour[:at]
+    if path[-1] != n - 1:
+        raise RuntimeError(f"LKH's tour does not close the path from the end: {path}")
+    return path[1:]
 
 
 # -- OR-Tools -------------------------------------------------------------------------------------
