@@ -475,11 +475,11 @@ def test_fonts__bold_is_a_true_face_not_pygames_synthetic_bold(monkeypatch):
             super().set_bold(value)
 
     monkeypatch.setattr(pygame.font, "Font", Font)
-    monkeypatch.setattr(render, "_FONTS", {})
+    monkeypatch.setattr(render.text, "_FONTS", {})
     env = make("cvrp", n=5)
     env.reset(seed=0)
     render.render_surface("cvrp", env.unwrapped.state, [], 0.0, SIZE)
-    assert render._FONTS and not any(calls)
+    assert render.text._FONTS and not any(calls)
 
 
 def test_format_cost__no_negative_zero():
