@@ -29,16 +29,19 @@ distances=distance_matrix(real)[None])`` finds 426.
 
 Instances that cannot be represented are rejected with a :class:`ValueError` that says why: explicit
 distance matrices of TSP and CVRP files (the envs compute their distances from coordinates; CVRPLIB's
-EXPLICIT ``.vrp`` files are not read), ``GEO`` (and other non-planar) distances, time-window problems,
-several depots.
+EXPLICIT ``.vrp`` files are not read), ``GEO`` (and other non-planar) distances, constraints beyond
+capacity (:data:`CONSTRAINTS`: ``DISTANCE``, ``SERVICE_TIME``, time windows, ...), several depots.
 
 Files are read strictly: every error is a :class:`ValueError` (:class:`FileNotFoundError` for a missing
-file) that names the file and what is wrong. An instance needs a ``DIMENSION``, and its
-``NODE_COORD_SECTION`` (CVRP: ``DEMAND_SECTION`` too) one row per node, with the node ids 1..DIMENSION
-in order and finite numbers; a CVRP needs a ``CAPACITY`` > 0, whole demands and a ``DEPOT_SECTION``
-(if any) naming one existing node. A reference value, wherever it comes from, must be a finite number
-> 0; a ``.sol`` or ``.opt.tour`` beside the instance must be a feasible solution of it, else loading
-fails naming that file (a bad reference is never mistaken for the policy's failure). Tours given to
+file, :class:`IsADirectoryError` for a folder; a FIFO or device is named and never opened) that names the
+file and what is wrong. Only an ``EOF`` line ends a file ("EOF" inside ``NAME : GEOFF8`` does not). An
+instance needs a ``DIMENSION``, and its ``NODE_COORD_SECTION`` (CVRP: ``DEMAND_SECTION`` too) one row per
+node, with the node ids 1..DIMENSION in order and finite numbers within +-1e100 (:data:`COORD_LIMIT`)
+that are not all within 1e-100 of each other; a CVRP needs a ``CAPACITY`` > 0 and at least each
+demand, whole demands and a ``DEPOT_SECTION`` (if any) naming one existing node. A tour is costed edge by
+edge (memory bounded for any N); :func:`distance_matrix` is refused above :data:`MATRIX_NODES` nodes. A reference value, wherever it comes from, must be a finite number
+> 0; a ``.sol`` or ``.opt.tour`` beside the instance must be a feasible solution of it (a ``.sol``'s
+``Cost`` line no lower than its routes' cost), else loading fails naming that file (a bad reference is never mistaken for the policy's failure). Tours given to
 :func:`cost` must hold whole node indices of the instance, and only the no-op after their episode ends.
 
 Example::
@@ -67,6 +70,13 @@ import torch
 from .problems import get_problem, tour_cost
 
 PROBLEM_TYPES = {"TSP": "tsp", "CVRP": "cvrp", "ATSP": "atsp"}
+# VRPLIB's constraints beyond capacity (specifications or sections): a file with one is refused, not
+# solved as if it were absent
+CONSTRAINTS = ("distance", "service_time", "time_window", "pickup", "delivery", "backhaul", "release_time",
+               "vehicles_max_distance", "vehicles_max_duration", "vehicles_allowed_clients", "vehicles_depot")
+COORD_LIMIT = 1e100  # coordinates beyond +-1e100, or closer together than 1e-100, are refused
+COST_CHUNK = 1 << 16  # edges costed at a time: memory stays bounded for any N (no (N, N) array)
+EOF_MASK = "E\u2060OF"  # "EOF" inside a NAME or COMMENT line, hidden from vrplib (which stops at any "EOF")
 ROUNDING = ("EUC_2D", "CEIL_2D", "ATT", "EXACT_2D", "FLOOR_2D")
 # "Optimal value: 375", "Best known solution = 1234.5": the number is read whole ("1e999" is not 1, "1,234" not 1)
 COMMENT_OPTIMUM = re.compile(r"\b(?:optimal|best(?:\s+known)?)\s+(?:value|solution|cost)\s*[:=]?\s*"
@@ -111,7 +121,7 @@ def load(path: str | os.PathLike, table: Mapping[str, float] | str | os.PathLike
     path = Path(path)
     text = read_text(path)
     try:
-        raw = parse_vrplib(text, compute_edge_weights=False)
+        raw = unmask_eof(parse_vrplib(mask_eof(text), compute_edge_weights=False))
     except Exception as e:  # noqa: BLE001 - vrplib raises several types for a malformed file
         raise ValueError(f"{path}: not a readable TSPLIB / VRPLIB file: {e}") from None
     name = str(raw.get("name", path.stem))
@@ -128,9 +138,10 @@ def load(path: str | os.PathLike, table: Mapping[str, float] | str | os.PathLike
     if weight_type not in ROUNDING:
         raise ValueError(f"{path}: EDGE_WEIGHT_TYPE {weight_type} cannot be represented (GEO and other "
                          f"non-planar distances are not Euclidean in any coordinates); supported: {ROUNDING}")
-    for key in ("time_window", "service_time", "pickup", "backhaul"):
+    for key in CONSTRAINTS:
         if key in raw:
-            raise ValueError(f"{path}: section {key.upper()} cannot be represented (plain CVRP only)")
+            raise ValueError(f"{path}: {key.upper()} (a constraint beyond capacity) cannot be represented: "
+                             "plain CVRP only, so the instance would be solved without it")
     if "dimension" not in raw:
         raise ValueError(f"{path}: no DIMENSION")
     n = raw["dimension"]
@@ -152,10 +163,20 @@ def load(path: str | os.PathLike, table: Mapping[str, float] | str | os.PathLike
         demand = section(path, raw, text, "demand", n, columns=1)[order]
         if (demand < 0).any() or (demand != np.round(demand)).any():
             raise ValueError(f"{path}: DEMAND_SECTION must hold whole numbers >= 0")
+        if demand.max() > capacity:
+            node = int(order[np.argmax(demand)]) + 1
+            raise ValueError(f"{path}: node {node}'s demand {demand.max():g} exceeds the capacity (CAPACITY "
+                             f"{raw['capacity']}): no vehicle can serve it")
         demand = demand.astype(np.int64)
     coords = coords[order]
     offset = coords.min(axis=0)
-    scale = float((coords.max(axis=0) - offset).max()) or 1.0
+    extent = float((coords.max(axis=0) - offset).max())
+    if np.abs(coords).max() > COORD_LIMIT or 0 < extent < 1 / COORD_LIMIT:
+        raise ValueError(f"{path}: NODE_COORD_SECTION must hold coordinates within +-{COORD_LIMIT:g} that "
+                         f"differ by more than {1 / COORD_LIMIT:g} (got magnitudes up to "
+                         f"{np.abs(coords).max():g}, an extent of {extent:g}): tour lengths would overflow or "
+                         "vanish in float64")
+    scale = extent or 1.0
     unit = np.clip((coords - offset) / scale, 0.0, 1.0)
     fields = {"locs": unit} if problem == "tsp" else {"locs": unit, "demand": demand / capacity}
     try:
@@ -201,13 +222,38 @@ def load_matrix(path: Path, raw: dict, name: str, weight_type: str, table, devic
 
 # -- strict reading -------------------------------------------------------------------------------
 def read_text(path: Path) -> str:
-    """The text of a file; ``FileNotFoundError`` / ``ValueError`` naming it when there is none."""
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist")
+    """The text of a file; ``FileNotFoundError`` / ``ValueError`` naming it when there is none (a folder,
+    a FIFO or a device is named as what it is, and never read)."""
+    check_file(path)
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise ValueError(f"{path}: not a text file ({e})") from None
+
+
+def check_file(path: Path) -> None:
+    """``FileNotFoundError`` unless ``path`` exists; ``IsADirectoryError`` for a folder; ``ValueError`` for
+    anything else that is not a regular file (a FIFO would block the reader; a device never ends)."""
+    if path.is_file():
+        return
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder, not a file")
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist")
+    kind = "a FIFO (named pipe)" if path.is_fifo() else "a socket" if path.is_socket() else "a device" \
+        if path.is_block_device() or path.is_char_device() else "not a regular file"
+    raise ValueError(f"{path} is {kind}, not a regular file")
+
+
+def mask_eof(text: str) -> str:
+    """The file up to its ``EOF`` line, with any other "EOF" (``NAME : GEOFF8``) masked from vrplib."""
+    lines = text.splitlines()
+    end = next((k for k, line in enumerate(lines) if line.strip().upper() == "EOF"), len(lines))
+    return "\n".join(lines[:end]).replace("EOF", EOF_MASK)
+
+
+def unmask_eof(raw: dict) -> dict:
+    return {k: v.replace(EOF_MASK, "EOF") if isinstance(v, str) else v for k, v in raw.items()}
 
 
 def section(path: Path, raw: dict, text: str, key: str, n: int, columns: int) -> np.ndarray:
@@ -244,7 +290,7 @@ def section_ids(text: str, title: str) -> list[str]:
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        if "EOF" in line:
+        if line.upper() == "EOF":
             break
         if "_SECTION" in line:
             inside = line.strip(" :").upper() == title
@@ -268,11 +314,28 @@ def positive(value: Any, what: str) -> float:
 # -- distances and costs --------------------------------------------------------------------------
 def distance_matrix(real: RealInstance) -> np.ndarray:
     """(N, N) float64 distances by the file's convention (integers for the rounding types; an ATSP's
-    explicit matrix as read, diagonal 0)."""
+    explicit matrix as read, diagonal 0), built row by row (its own N * N * 8 bytes, no more). Refused
+    (``ValueError`` stating the limit) above :data:`MATRIX_NODES` nodes: :func:`cost` needs no matrix."""
     if real.matrix is not None:
         return real.matrix
-    diff = real.coords[:, None, :] - real.coords[None, :, :]
-    d = np.sqrt((diff ** 2).sum(-1))
+    n = len(real.coords)
+    if n > MATRIX_NODES:
+        raise ValueError(f"{real.path}: a distance matrix of {n} nodes would take {n * n * 8 / 2**30:.1f} GiB; "
+                         f"distance_matrix builds one for up to {MATRIX_NODES} nodes (tsplib.cost needs none)")
+    rows = np.arange(n)
+    return np.stack([edge_lengths(real, np.full(n, i), rows) for i in range(n)])
+
+
+MATRIX_NODES = 20_000  # distance_matrix's limit: 3 GiB of float64
+
+
+def edge_lengths(real: RealInstance, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(E,) float64 lengths of the edges a[k] -> b[k] by the file's convention. ``hypot`` neither
+    overflows nor underflows where squaring would."""
+    if real.matrix is not None:
+        return real.matrix[a, b]
+    diff = real.coords[a] - real.coords[b]
+    d = np.hypot(diff[:, 0], diff[:, 1])
     kind = real.edge_weight_type
     if kind == "EUC_2D":
         return np.floor(d + 0.5)
@@ -281,7 +344,7 @@ def distance_matrix(real: RealInstance) -> np.ndarray:
     if kind == "FLOOR_2D":
         return np.floor(d)
     if kind == "ATT":
-        r = np.sqrt((diff ** 2).sum(-1) / 10.0)
+        r = d / math.sqrt(10.0)
         t = np.floor(r + 0.5)
         return np.where(t < r, t + 1, t)
     return d
@@ -298,9 +361,13 @@ def cost(real: RealInstance, tours) -> float:
     seq = tour_nodes(real, tours)
     tour_cost(get_problem(real.problem), real.instance, torch.tensor([seq], device=real.instance[0].device))
     seq = episode(real, seq)
-    legs = [0] + seq + [0] if get_problem(real.problem).has_depot else seq + seq[:1]  # a closed tour without a depot
-    d = distance_matrix(real)
-    return float(sum(d[a, b] for a, b in zip(legs[:-1], legs[1:])))
+    legs = np.array([0] + seq + [0] if get_problem(real.problem).has_depot else seq + seq[:1])  # closed tour
+    start, end = legs[:-1], legs[1:]
+    total = math.fsum(edge_lengths(real, start[k:k + COST_CHUNK], end[k:k + COST_CHUNK]).sum()
+                      for k in range(0, len(start), COST_CHUNK))
+    if not math.isfinite(total):
+        raise ValueError(f"{real.path}: the tour's length overflows float64")
+    return total
 
 
 def tour_nodes(real: RealInstance, tours) -> list[int]:
@@ -475,7 +542,13 @@ def find_reference(real: RealInstance, comment: Any, table) -> tuple[float | Non
     if sol.is_file():
         actions, stated = read_sol(sol, real)
         value = reference_cost(sol, real, actions)  # the routes are checked even where a Cost line is given
-        return (value if stated is None else positive(stated, f"{sol}: the Cost line")), ".sol"
+        if stated is None:
+            return value, ".sol"
+        stated = positive(stated, f"{sol}: the Cost line")
+        if stated < value * (1 - SOL_TOLERANCE):  # a Cost line may round; it may not undercut its routes
+            raise ValueError(f"{sol}: bad reference file: its Cost line {stated:g} is below the cost of its own "
+                             f"routes, {value:g} (in {real.path.name}'s units)")
+        return stated, ".sol"
     if tour.is_file():
         return reference_cost(tour, real, read_tour(tour, real)), ".opt.tour"
     match = COMMENT_OPTIMUM.search(str(comment or ""))
@@ -484,6 +557,9 @@ def find_reference(real: RealInstance, comment: Any, table) -> tuple[float | Non
     if real.problem == "tsp" and real.name in TSPLIB_OPTIMA:
         return TSPLIB_OPTIMA[real.name], "TSPLIB"
     return None, None
+
+
+SOL_TOLERANCE = 1e-4  # a .sol's Cost line may be this fraction below its routes' cost (rounded decimals)
 
 
 # the optimal tour lengths TSPLIB publishes (its files' own distances), for the gaps of the classic
