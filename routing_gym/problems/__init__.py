@@ -11,15 +11,31 @@ from .cvrp import CVRP
 from .cvrpmvc import CVRPMVC
 from .cvrptw import CVRPTW
 from .mtvrp import MTVRP
+from .mdcpdp import MDCPDP
+from .mpdp import MPDP
 from .mtsp import MTSP
 from .op import OP
 from .pdp import PDP
 from .pctsp import PCTSP
 from .sdvrp import SDVRP
+from .shpp import SHPP
 from .spctsp import SPCTSP
+from .svrp import SVRP
 from .tsp import TSP
 
-PROBLEMS: dict[str, type[Problem]] = {p.name: p for p in (TSP, CVRP, SDVRP, OP, PCTSP, SPCTSP, ATSP, CVRPTW, CVRPMVC, PDP, MTVRP, MTSP)}
+PROBLEMS: dict[str, type[Problem]] = {p.name: p for p in (
+    TSP, CVRP, SDVRP, OP, PCTSP, SPCTSP,  # Kool et al. 2019
+    ATSP,
+    CVRPTW,
+    CVRPMVC,
+    PDP,
+    MPDP,
+    MDCPDP,
+    MTSP,
+    SHPP,
+    SVRP,
+    MTVRP,  # RouteFinder's 48 variants
+)}
 
 
 def get_problem(name) -> type[Problem]:
@@ -32,4 +48,4 @@ def get_problem(name) -> type[Problem]:
         raise ValueError(f"unknown problem {name!r}; choose one of {sorted(PROBLEMS)}") from None
 
 
-__all__ = ["ATSP", "CVRP", "CVRPMVC", "CVRPTW", "MTVRP", "MTSP", "OP", "PCTSP", "PDP", "PROBLEMS", "Problem", "SDVRP", "SPCTSP", "TSP", "get_problem", "invalid_penalty", "step", "tour_cost"]
+__all__ = ["ATSP", "CVRP", "CVRPMVC", "CVRPTW", "MDCPDP", "MPDP", "MTVRP", "MTSP", "OP", "PCTSP", "PDP", "PROBLEMS", "Problem", "SDVRP", "SHPP", "SPCTSP", "SVRP", "TSP", "get_problem", "invalid_penalty", "step", "tour_cost"]

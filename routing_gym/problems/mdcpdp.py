@@ -140,9 +140,9 @@ class MDCPDP(Problem):
     policy = PolicyInputs(node_features=("role", "partner_locs"), context_nodes=("current_node", "current_depot"),
                           context_scalars=("remaining_capacity", "current_length"))
     drawing = Drawing(legend=(LegendEntry("depot", "depot 0"),
-                              LegendEntry("size", "pickup (large), delivery (small), other depots (smallest)"),
-                              LegendEntry("routes", "the routes, one path"),
-                              LegendEntry("unavailable", "delivery before its pickup, or the vehicle is full")),
+                              LegendEntry("size", "pickup > delivery > depot"),
+                              LegendEntry("routes", "routes"),
+                              LegendEntry("unavailable", "before its pickup, or full")),
                       paths="tour", size_by="role",
                       depot_refusal="depot 0 is not allowed: its vehicle has left, or a vehicle is on the road",
                       node_refusal="node {i} is not allowed: visited, a delivery before its pickup, a pickup "

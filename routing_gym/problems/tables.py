@@ -17,6 +17,13 @@ def _ids(problem) -> str:
     return ", ".join(f"`-{n}`" for n in problem.sizes) + ", `-v0`"
 
 
+def _nodes(problem) -> str:
+    """The nodes of an instance of ``num_nodes`` n: "n", "depot + n" or "k depots + n"."""
+    n = problem.valid_num_nodes(10)
+    extra = problem.num_nodes_total(n) - n
+    return "n" if extra == 0 else "depot + n" if extra == 1 else f"{extra} depots + n"
+
+
 def _keys(entries) -> str:
     return ", ".join(f"`{o.key}`" for o in entries) or "-"
 
@@ -29,7 +36,7 @@ def problems_table() -> str:
         per_node = [o for o in p.observation if o.shape[:1] == ("N",) and o.key != "locs"]
         context = [o for o in p.observation if o.shape[:1] != ("N",)]
         ends = re.sub(r"^Terminates when ", "", p.doc.episode_end)
-        rows.append(f"| {p.label} | {_ids(p)} | {'depot + n' if p.has_depot else 'n'} | {_keys(per_node)} | "
+        rows.append(f"| {p.label} | {_ids(p)} | {_nodes(p)} | {_keys(per_node)} | "
                     f"{_keys(context)} | {ends} | {p.doc.cost} |")
     return "\n".join(rows)
 
