@@ -8,48 +8,12 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
-from gymnasium.utils import seeding
 
+from .common import (INVALID_ACTION_MODES, check_choice, check_flag, check_seed, observation_space, resolve_num_nodes,
+                     seeded_generator, sized_classes)
 from .problems import PROBLEMS, step
 from .problems.base import compiled
 from .render import frame_size
-
-INVALID_ACTION_MODES = ("terminate", "raise")
-DEFAULT_NUM_NODES = 20
-
-
-def check_flag(value: Any, name: str) -> bool:
-    """``value`` if it is a bool, else ``ValueError`` naming the argument (``compile="no"`` is not false)."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
-
-
-def observation_space(problem, n_total: int) -> spaces.Dict:
-    """The single-env observation space: float32 Boxes from the problem's bounds, node indices as
-    ``Discrete(N)``, and ``action_mask`` as ``MultiBinary(N)`` (int8, 1 = allowed)."""
-    entries: dict[str, spaces.Space] = {}
-    for key, (shape, low, high) in problem.bounds(n_total).items():
-        entries[key] = spaces.Box(low=np.float32(low), high=np.float32(high), shape=shape, dtype=np.float32)
-    for key in problem.node_indices:
-        entries[key] = spaces.Discrete(n_total)
-    entries["action_mask"] = spaces.MultiBinary(n_total)
-    return spaces.Dict(entries)
-
-
-def resolve_num_nodes(env_cls, num_nodes: Any) -> int:
-    """The ``num_nodes`` an env class is made with (single or vector): the argument, checked (default
-    :data:`DEFAULT_NUM_NODES`); the class of a registered size (``routing/TSP-20``: ``fixed_num_nodes``)
-    defaults to its size and refuses another with ``ValueError`` naming the id."""
-    problem, fixed = env_cls.problem, env_cls.fixed_num_nodes
-    if num_nodes is None:
-        num_nodes = DEFAULT_NUM_NODES if fixed is None else fixed
-    num_nodes = problem.check_num_nodes(num_nodes)
-    if fixed is not None and num_nodes != fixed:
-        raise ValueError(f"routing/{problem.label}-{fixed} has num_nodes={fixed}, got num_nodes={num_nodes}; "
-                         f"make routing/{problem.label}-v0 for another size")
-    return num_nodes
-
 
 def padded_tour(actions: list[int], length: int) -> np.ndarray:
     """``info["tour"]``: the actions taken, in order, as an int64 array of the fixed ``length`` S (the most
@@ -60,25 +24,12 @@ def padded_tour(actions: list[int], length: int) -> np.ndarray:
     return tour
 
 
-def check_seed(seed: Any) -> None:
-    """Refuse what Gymnasium's ``np_random`` refuses (``gymnasium.error.Error`` for a float, a string or a
-    negative number), and a bool, which it would take as 0 or 1."""
-    if isinstance(seed, (bool, np.bool_)):
-        raise gym.error.Error(f"Seed must be a python integer, actual type: {type(seed)}")
-    seeding.np_random(seed)
-
-
-def seeded_generator(np_random: np.random.Generator) -> torch.Generator:
-    """A CPU torch generator seeded from a Gymnasium ``np_random`` stream (one draw)."""
-    return torch.Generator().manual_seed(int(np_random.integers(0, 2**63 - 1)))
-
-
 class RoutingEnv(gym.Env):
     """Base of the routing envs: a thin view over a problem's batched core, with batch 1.
 
     One subclass per problem unit (:func:`env_class`) sets ``problem`` and the docstring in Gymnasium's
-    template, assembled from what the problem declares; a subclass of that per registered size
-    (``TSP20Env``, the entry point of ``routing/TSP-20``, :func:`sized_classes`) sets ``fixed_num_nodes``.
+    template, assembled from what the problem declares; a subclass of that per registered size (``TSP20Env``,
+    the entry point of ``routing/TSP-20``, :func:`~routing_gym.common.sized_classes`) sets ``fixed_num_nodes``.
     """
 
     metadata = {"render_modes": ["human", "rgb_array"], "render_fps": 4}
@@ -91,8 +42,7 @@ class RoutingEnv(gym.Env):
         if self.problem is None:
             raise TypeError("RoutingEnv is the base class; make an env with gym.make('routing/TSP-20') or env_class()")
         num_nodes = resolve_num_nodes(type(self), num_nodes)
-        if invalid_action not in INVALID_ACTION_MODES:
-            raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {invalid_action!r}")
+        check_choice(invalid_action, "invalid_action", INVALID_ACTION_MODES)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
         self.num_nodes = int(num_nodes)
@@ -327,23 +277,9 @@ def env_class(problem) -> type[RoutingEnv]:
                 {"problem": problem, "__doc__": env_docstring(problem), "__module__": __name__})
 
 
-def sized_classes(classes: dict[str, type]) -> dict[str, type]:
-    """The entry points of the registered sized ids: ``routing/{P}-{n}`` -> the problem's class (single or
-    vector env) with ``fixed_num_nodes = n`` (``TSPEnv`` -> ``TSP20Env``), for each declared size."""
-    out = {}
-    for base in classes.values():
-        label = base.problem.label
-        for n in base.problem.sizes:
-            out[f"routing/{label}-{n}"] = type(
-                f"{label}{n}{base.__name__[len(label):]}", (base,),
-                {"fixed_num_nodes": n, "__module__": base.__module__,
-                 "__doc__": f"``routing/{label}-{n}``: :class:`{base.__name__}` with ``num_nodes`` fixed to {n}."})
-    return out
-
-
 ENV_CLASSES: dict[str, type[RoutingEnv]] = {name: env_class(problem) for name, problem in PROBLEMS.items()}
 SIZED_ENV_CLASSES: dict[str, type[RoutingEnv]] = sized_classes(ENV_CLASSES)
 # importable by name (entry points, pickle)
 globals().update({cls.__name__: cls for cls in (*ENV_CLASSES.values(), *SIZED_ENV_CLASSES.values())})
-__all__ = ["ENV_CLASSES", "SIZED_ENV_CLASSES", "RoutingEnv", "env_class", "observation_space",
+__all__ = ["ENV_CLASSES", "SIZED_ENV_CLASSES", "RoutingEnv", "env_class",
            *(c.__name__ for c in ENV_CLASSES.values())]

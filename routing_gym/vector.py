@@ -11,12 +11,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.utils import seeding
+from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from torch import Tensor
 
-from .env import INVALID_ACTION_MODES, check_flag, check_seed, observation_space, resolve_num_nodes, seeded_generator, sized_classes
+from .common import (INVALID_ACTION_MODES, check_choice, check_flag, check_seed, observation_space, resolve_num_nodes,
+                     seeded_generator, sized_classes)
 from .problems import PROBLEMS, step
 from .problems.base import compiled, finish, is_allowed, native_array
 from .problems.masks import flags

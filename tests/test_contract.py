@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import routing_gym
-from routing_gym.env import observation_space
+from routing_gym.common import observation_space
 from routing_gym.problems import PROBLEMS, step
 from routing_gym.problems.base import LEGEND_GLYPHS
 from routing_gym.problems.masks import MASK_DTYPE, flags
