@@ -1,0 +1,184 @@
+"""The best tours our models and our search find in a time budget per instance (``routing-gym eval
+--decode best``): construction, then local search, keeping the cheapest feasible tour of each instance.
+
+:func:`best` runs, against one deadline (``time_limit`` seconds per instance, for the batch as a whole):
+
+1. **the heuristic start**: nearest neighbour (the ``greedy`` heuristic: the nearest feasible node) then
+   2-opt (a closed tour; intra-route 2-opt for routes: :func:`~agents.references.heuristics.improve_routes`),
+   the baseline every result is at most as long as;
+2. **the policy's construction**, where a policy is given: greedy decoding on the 8 symmetries of the unit
+   square, then POMO's multi-start on them, a few start nodes at a time while ``construction_share`` of
+   the budget lasts (multi-start over every node of a 200-node instance, x 8, takes about 18 s on one
+   CPU thread, so it is cut to what fits);
+3. **local search** (:func:`agents.inference.local_search.improve`) from both, with the time left;
+4. for tours without a depot (TSP), while time is left: **iterated local search** from each instance's
+   best tour, ``perturbations`` copies at a time, each a random local double bridge (blocks B and C of
+   ``A B C D`` exchanged, :func:`~agents.inference.local_search.exchange`) searched again; the cheapest
+   copy is kept where it is shorter.
+
+Every step keeps the cheaper of its input and output tour, and every tour is validated through the unit
+(:func:`routing_gym.problems.tour_cost`), so the result is never worse than the construction nor than the
+heuristic start. External solvers are references elsewhere, never a piece of this pipeline.
+"""
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from routing_gym.problems import get_problem, tour_cost
+from routing_gym.problems.base import replay
+
+from ..policies.protocol import Policy, select_rows
+from ..references.heuristics import construct, improve_routes
+from .local_search import Move, exchange, improve, pad_like, two_opt
+from .search import NUM_AUGMENTATIONS, Copies, best_of_copies, pad_tours
+
+SHORTEST_BLOCK = 4  # a double bridge's blocks are longer than or-opt's (1-3 nodes), which would move them back
+MIN_PERTURBED = 2 * SHORTEST_BLOCK + 2  # nodes a tour needs for a double bridge: the first, two blocks, one more
+
+
+class Found(NamedTuple):
+    """What :func:`best` returns: the result, and what each piece alone gave (for the benchmarks)."""
+
+    cost: Tensor  # (B,) float64 tour_cost of ``tours``
+    tours: Tensor  # (B, S) int64 actions in the env's format, padded with the no-op
+    construction: Tensor  # (B,) float64 cost of the policy's construction (+inf without a policy)
+    searched: Tensor  # (B,) float64 after local search from the construction and the start, before perturbation
+    baseline: Tensor  # (B,) float64 cost of nearest neighbour + 2-opt
+
+
+def closed_tour(problem) -> bool:
+    """Tours that visit every node once and close (no depot, no profits), in coordinates: TSP."""
+    return not problem.has_depot and problem.profits is None and problem.policy.coordinates is not None
+
+
+def heuristic_start(problem, instances) -> Tensor:
+    """Nearest neighbour (the nearest feasible node) then 2-opt, (B, S) tours."""
+    start = construct(problem, instances)
+    if problem.policy.coordinates is None:
+        return start
+    if closed_tour(problem):
+        return two_opt(instances.locs, torch.cat([start, start[:, :1]], dim=1))[:, :-1]
+    return improve_routes(problem, instances, start) if problem.has_depot else start
+
+
+def cheaper(problem, cost: Tensor, tours: Tensor, new_cost: Tensor, new_tours: Tensor) -> tuple[Tensor, Tensor]:
+    """Per row, the cheaper of two tours (the first on a tie), padded to one width."""
+    width = max(tours.shape[1], new_tours.shape[1])
+    tours, new_tours = pad_like(tours, width, problem.has_depot), pad_like(new_tours, width, problem.has_depot)
+    take = new_cost < cost
+    return torch.where(take, new_cost, cost), torch.where(take[:, None], new_tours, tours)
+
+
+@torch.no_grad()
+def construction(policy: Policy, problem, instances, deadline: float, *, augment: int = NUM_AUGMENTATIONS,
+                 batch_size: int = 1000) -> tuple[Tensor, Tensor]:
+    """``(cost (B,), tours (B, S))``: greedy decoding on ``augment`` transforms, then multi-start on them
+    from a few start nodes at a time (spread over the nodes) until ``deadline`` (``time.monotonic()``)
+    would pass; each batch of starts is sized from the time the previous one took per rollout."""
+    b = instances[0].shape[0]
+    t = torch.arange(augment)
+    began = time.monotonic()
+    cost, tours = best_of_copies(policy, problem, instances, Copies(t, torch.full_like(t, -1)), batch_size=batch_size)
+    per_rollout = (time.monotonic() - began) / (b * augment)
+    starts = problem.start_nodes(problem.n_total_of(instances))
+    starts = starts[torch.randperm(len(starts), generator=torch.Generator().manual_seed(0))]
+    done = 0
+    while done < len(starts):
+        left = deadline - time.monotonic()
+        count = min(len(starts) - done, int(left / (per_rollout * b * augment)))
+        if count < 1:
+            break
+        chunk = starts[done:done + count]
+        began = time.monotonic()
+        found = best_of_copies(policy, problem, instances, Copies(t.repeat_interleave(count), chunk.repeat(augment)),
+                               batch_size=batch_size)
+        per_rollout = (time.monotonic() - began) / (b * augment * count)
+        done += count
+        width = max(tours.shape[1], found[1].shape[1])
+        cost, tours = cheaper(problem, cost, pad_tours(tours, width), found[0], pad_tours(found[1], width))
+    return cost, tours
+
+
+def double_bridge(tours: Tensor, generator: torch.Generator) -> Tensor:
+    """Tours (R, N >= :data:`MIN_PERTURBED`) with two adjacent random blocks (each :data:`SHORTEST_BLOCK` to
+    max(SHORTEST_BLOCK, N // 8) nodes, after the first node) exchanged: ``A B C D -> A C B D``."""
+    r, n = tours.shape
+    longest = min(max(SHORTEST_BLOCK, n // 8), (n - 2) // 2)
+    len1, len2 = (torch.randint(SHORTEST_BLOCK, longest + 1, (r,), generator=generator) for _ in range(2))
+    first = 1 + (torch.rand(r, generator=generator) * (n - len1 - len2)).long()
+    move = Move(None, first, first + len1 - 1, first + len1, first + len1 + len2 - 1,
+                torch.zeros(r, dtype=torch.bool), torch.zeros(r, dtype=torch.bool))
+    return exchange(tours, Move(*(f if f is None else f.to(tours.device) for f in move)))
+
+
+def perturbation_search(problem, instances, cost: Tensor, tours: Tensor, deadline: float, copies: int,
+                        generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Iterated local search on closed tours (B, N) until ``deadline``: rounds of ``copies`` perturbed
+    copies of each instance's best tour (:func:`double_bridge`), searched by ``improve``; the cheapest kept
+    where it is cheaper."""
+    b = tours.shape[0]
+    rows = torch.arange(b, device=tours.device).repeat_interleave(copies)
+    many = select_rows(instances, rows)
+    while time.monotonic() < deadline:
+        kicked = double_bridge(tours[rows], generator)
+        found, found_cost = improve(problem, many, kicked, time_limit=max(0.0, deadline - time.monotonic()))
+        found_cost, pick = found_cost.view(b, copies).min(dim=1)
+        found = found.view(b, copies, -1)[torch.arange(b), pick]
+        cost, tours = cheaper(problem, cost, tours, found_cost, found)
+    return cost, tours
+
+
+@torch.no_grad()
+def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, augment: int = NUM_AUGMENTATIONS,
+         construction_share: float = 0.3, perturbations: int = 8, batch_size: int = 1000,
+         generator: torch.Generator | None = None) -> Found:
+    """The cheapest feasible tour of each instance found in about ``time_limit`` seconds per instance (see the
+    module docstring).
+
+    Args:
+        policy: a policy of the protocol (a shipped model), or None for the search from the heuristic start.
+        problem: the problem unit (or its name).
+        instances: a batch of B instances, coordinates in the unit square.
+        time_limit: seconds per instance; the batch shares ``B * time_limit`` (no step starts after it, and
+            the heuristic start and the first greedy decoding always run).
+        augment: transforms of the unit square the construction decodes (1..8).
+        construction_share: the fraction of the budget within which multi-start batches may start.
+        perturbations: perturbed copies per instance and round of iterated local search (TSP).
+        batch_size: rows decoded at a time. generator: the perturbations' randomness (default: seed 0).
+
+    Returns:
+        :class:`Found`: the tours (never worse than the construction nor than the heuristic start) and the
+        cost of each piece.
+    """
+    problem = get_problem(problem)
+    began = time.monotonic()
+    budget = time_limit * instances[0].shape[0]
+    deadline = began + budget
+    generator = generator if generator is not None else torch.Generator().manual_seed(0)
+    start = heuristic_start(problem, instances)
+    start_cost = tour_cost(problem, instances, start)
+    if policy is None:
+        built_cost, built = torch.full_like(start_cost, float("inf")), start
+    else:
+        built_cost, built = construction(policy, problem, instances, began + construction_share * budget,
+                                         augment=augment, batch_size=batch_size)
+    b = start.shape[0]
+    width = max(start.shape[1], built.shape[1])
+    both = torch.cat([pad_like(built, width, problem.has_depot), pad_like(start, width, problem.has_depot)])
+    feasible = torch.cat([torch.isfinite(built_cost), torch.ones_like(start_cost, dtype=torch.bool)])
+    both = torch.where(feasible[:, None], both, both.roll(b, dims=0))  # no construction: the start twice
+    rows = torch.arange(2 * b, device=start.device) % b
+    tours, cost = improve(problem, select_rows(instances, rows), both,
+                          time_limit=max(0.0, deadline - time.monotonic()))
+    cost, tours = cheaper(problem, cost[:b], tours[:b], cost[b:], tours[b:])
+    searched = cost.clone()
+    if closed_tour(problem) and tours.shape[1] >= MIN_PERTURBED and perturbations > 0:
+        cost, tours = perturbation_search(problem, instances, cost, tours, deadline, perturbations, generator)
+    ok = replay(problem, instances, tours)[1]
+    if not bool(ok.all()):  # never expected: improve replays every move it keeps
+        raise RuntimeError("the pipeline produced an infeasible tour")
+    return Found(tour_cost(problem, instances, tours), tours, built_cost, searched, start_cost)

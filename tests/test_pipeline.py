@@ -1,0 +1,70 @@
+"""The best-in-a-time-limit pipeline (agents.inference.pipeline) and ``routing-gym eval --decode best --csv``:
+never worse than its construction nor than nearest neighbour + 2-opt (each re-costed by tour_cost), within
+its time, and CSV rows whose tours re-cost to the cost printed beside them."""
+import csv
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from agents.inference.local_search import two_opt
+from agents.inference.pipeline import best, double_bridge
+from agents.inference.search import decode
+from agents.policies.pretrained import load_pretrained
+from agents.references.heuristics import construct, improve_routes, nearest_neighbour_tsp
+from routing_gym.problems import get_problem, tour_cost
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def instances(problem, batch, n, seed=0):
+    return problem.generate(batch, n, generator=torch.Generator().manual_seed(seed))
+
+
+def nearest_neighbour_2opt(problem, inst):
+    """Nearest neighbour from node 0 then 2-opt (TSP); the nearest feasible customer then 2-opt within routes."""
+    if problem.has_depot:
+        return improve_routes(problem, inst, construct(problem, inst))
+    tour = nearest_neighbour_tsp(inst.locs)
+    return two_opt(inst.locs, torch.cat([tour, tour[:, :1]], dim=1))[:, :-1]
+
+
+@pytest.mark.parametrize("name, n", [("tsp", 20), ("tsp", 30), ("cvrp", 20), ("op", 20), ("pctsp", 20)])
+def test_pipeline__never_worse_than_its_construction_nor_nearest_neighbour_2opt(name, n):
+    problem = get_problem(name)
+    policy = load_pretrained(name, 20)
+    inst = instances(problem, 6, n, seed=3)
+    found = best(policy, problem, inst, time_limit=0.05)
+    cost = tour_cost(problem, inst, found.tours)  # validates every tour
+    assert torch.allclose(cost, found.cost)
+    greedy = decode(policy, problem, inst, "greedy", augment=8).cost
+    baseline = tour_cost(problem, inst, nearest_neighbour_2opt(problem, inst))
+    assert (cost <= greedy + 1e-9).all() and (cost <= found.construction + 1e-9).all()
+    assert (cost <= baseline + 1e-9).all() and torch.allclose(found.baseline, baseline)
+    assert (found.cost <= found.searched + 1e-12).all()
+
+
+def test_pipeline__without_a_policy_searches_from_the_heuristic_start():
+    problem = get_problem("tsp")
+    inst = instances(problem, 3, 40)
+    found = best(None, problem, inst, time_limit=0.1)
+    assert torch.isinf(found.construction).all()
+    assert (tour_cost(problem, inst, found.tours) <= found.baseline + 1e-9).all()
+
+
+def test_pipeline__double_bridge_keeps_every_node():
+    tours = torch.stack([torch.randperm(30, generator=torch.Generator().manual_seed(s)) for s in range(50)])
+    kicked = double_bridge(tours, torch.Generator().manual_seed(0))
+    assert (kicked.sort(dim=1).values == torch.arange(30)).all()
+    assert (kicked[:, 0] == tours[:, 0]).all() and not torch.equal(kicked, tours)
+
+
+def test_pipeline__respects_its_time_limit_roughly():
+    problem = get_problem("tsp")
+    policy = load_pretrained("tsp", 50)
+    inst = instances(problem, 2, 100)
+    start = time.perf_counter()
+    best(policy, problem, inst, time_limit=0.5)
+    elapsed = time.perf_counter() - start
+    assert 0.5 <= elapsed < 2 * 0.5 + 1.5  # the budget is spent on search, overrun by at most one step
