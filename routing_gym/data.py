@@ -4,14 +4,18 @@ axis (``locs`` (B, N, 2) with the depot first, ``demand``/``prize``/``penalty`` 
 ``ref_cost`` (B,) and ``ref_tours`` (B, S) node indices, returned apart.
 
 Datasets are read strictly. Only those arrays are read (an ``.npz`` decompresses an array only when it
-is read, so nothing else costs memory); any other array is left unread and named in a warning (a
-misspelt ``ref_cost`` would otherwise vanish without a word). Pickled objects are never loaded. Every
-error is a :class:`ValueError` (:class:`FileNotFoundError` for a missing file) naming the file and the
-field: an array that is not real numbers (complex, text, objects), of the wrong shape or non-finite, an
-instance field out of its range, a dataset without instances.
+is read, so nothing else costs memory), and with ``limit`` only their first rows (the rest is never
+decompressed); any other array is left unread and named in a warning (a misspelt ``ref_cost`` would
+otherwise vanish without a word). What is read is bounded: more than :data:`MAX_READ_BYTES` of array data
+is refused, saying the limit (``limit`` reads less). Pickled objects are never loaded. Every error is a
+:class:`ValueError` (:class:`FileNotFoundError` for a missing file, :class:`IsADirectoryError` for a
+folder) naming the file and the field: a member that is not a ``.npy`` array, an array that is not real
+numbers (complex, text, objects), of the wrong shape or non-finite, an instance field out of its range,
+a dataset without instances.
 """
 from __future__ import annotations
 
+import math
 import os
 import warnings
 import zipfile
@@ -22,6 +26,7 @@ import numpy as np
 from .problems import get_problem
 
 REFERENCES = ("ref_cost", "ref_tours")
+MAX_READ_BYTES = 2**31  # array data read from one dataset, at most (2 GiB)
 
 
 def instance_keys(problem) -> tuple[str, ...]:
@@ -51,30 +56,39 @@ def save_dataset(path: str | os.PathLike, instances, **references: np.ndarray) -
         raise
 
 
-def load_dataset(path: str | os.PathLike, problem: str, device=None):
+def load_dataset(path: str | os.PathLike, problem: str, device=None, limit: int | None = None):
     """Read and validate a dataset: returns ``(instances, references)``, the latter a dict holding
-    ``ref_cost`` (B,) float64 and ``ref_tours`` (B, S) int64 where the file has them.
+    ``ref_cost`` (B,) float64 and ``ref_tours`` (B, S) int64 where the file has them. ``limit``: only the
+    first ``limit`` instances (and their references) are read.
 
     Raises:
-        FileNotFoundError / ValueError naming the file and the missing or malformed field.
+        FileNotFoundError / IsADirectoryError / ValueError naming the file and the missing or malformed
+        field, or the limit on what is read (:data:`MAX_READ_BYTES`).
     """
+    from .tsplib import check_file
+
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"dataset {path} does not exist")
+    try:
+        check_file(path)
+    except (FileNotFoundError, IsADirectoryError, ValueError) as e:
+        raise type(e)(f"dataset {e}") from None
     core = get_problem(problem)
     fields = instance_keys(core)
     if not zipfile.is_zipfile(path):
         raise ValueError(f"dataset {path} is not an .npz file (a zip archive of named arrays)")
     try:
-        data = np.load(path, allow_pickle=False)
-    except Exception as e:  # noqa: BLE001 - numpy and zipfile raise many types for a damaged archive
+        archive = zipfile.ZipFile(path)
+    except Exception as e:  # noqa: BLE001 - zipfile raises many types for a damaged archive
         raise ValueError(f"dataset {path} is not a readable .npz file: {e}") from None
-    with data:
-        unknown = sorted(set(data.files) - set(fields) - set(REFERENCES))
+    with archive:
+        members = {name[:-4] if name.endswith(".npy") else name: name for name in archive.namelist()}
+        unknown = sorted(set(members) - set(fields) - set(REFERENCES))
         if unknown:
             warnings.warn(f"dataset {path}: array(s) {unknown} not read; a {core.label} dataset holds "
                           f"{list(fields)} and optionally {list(REFERENCES)}", stacklevel=2)
-        arrays = {k: read_array(path, data, k) for k in fields + REFERENCES if k in data.files}
+        budget = [MAX_READ_BYTES]
+        arrays = {k: read_array(path, archive, members[k], k, limit, budget)
+                  for k in fields + REFERENCES if k in members}
     references = {k: arrays.pop(k) for k in REFERENCES if k in arrays}
     try:
         instances = core.instance_from(arrays, batched=True, device=device)
@@ -89,15 +103,46 @@ def load_dataset(path: str | os.PathLike, problem: str, device=None):
         raise ValueError(f"dataset {path}: {e}") from None
 
 
-def read_array(path: Path, data, key: str) -> np.ndarray:
-    """One array of an open ``.npz``, refused unless it holds real numbers."""
+def read_array(path: Path, archive: zipfile.ZipFile, member: str, key: str, limit: int | None,
+               budget: list[int]) -> np.ndarray:
+    """One ``.npy`` member of an open ``.npz`` (its first ``limit`` rows where given, the rest never
+    decompressed), refused unless it is an array of real numbers that fits in ``budget[0]`` bytes (which
+    it then uses up)."""
+    what = f"dataset {path}: array '{key}'"
     try:
-        arr = data[key]
-    except Exception as e:  # noqa: BLE001 - zip, zlib and format errors of a damaged member, pickled objects
-        raise ValueError(f"dataset {path}: array '{key}' cannot be read: {e}") from None
-    if arr.dtype.kind not in "iuf":
-        raise ValueError(f"dataset {path}: array '{key}' holds {arr.dtype} values, not real numbers")
-    return arr
+        with archive.open(member) as f:
+            try:
+                version = np.lib.format.read_magic(f)
+            except ValueError:
+                raise ValueError(f"{what} is not a .npy array (the member {member} holds something else)") from None
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) \
+                else np.lib.format.read_array_header_2_0
+            try:
+                shape, fortran, dtype = read_header(f)
+            except ValueError as e:
+                raise ValueError(f"{what} cannot be read: a damaged .npy header ({e})") from None
+            if dtype.hasobject:
+                raise ValueError(f"{what} cannot be read: Object arrays (pickled Python objects) are never loaded")
+            if dtype.kind not in "iuf":
+                raise ValueError(f"{what} holds {dtype} values, not real numbers")
+            rows = shape[0] if shape and (limit is None or fortran) else min(limit, shape[0]) if shape else 1
+            size = rows * math.prod(shape[1:]) if shape else 1
+            if size * dtype.itemsize > budget[0]:
+                raise ValueError(f"{what} would take {size * dtype.itemsize / 2**30:.1f} GiB: a dataset read is "
+                                 f"limited to {MAX_READ_BYTES / 2**30:g} GiB of arrays (read fewer instances "
+                                 "with --limit, or split the file)")
+            budget[0] -= size * dtype.itemsize
+            buffer = bytearray(size * dtype.itemsize)
+            if f.readinto(buffer) != len(buffer):
+                raise ValueError(f"{what} is truncated: its header says shape {shape}")
+    except ValueError:
+        raise
+    except Exception as e:  # noqa: BLE001 - zip, zlib and format errors of a damaged member
+        raise ValueError(f"{what} cannot be read: {e}") from None
+    arr = np.frombuffer(buffer, dtype=dtype)
+    if fortran:
+        return arr.reshape(shape, order="F")[:limit]
+    return arr.reshape((rows, *shape[1:]) if shape else ())
 
 
 def reference_array(key: str, value, b: int, n: int) -> np.ndarray:

@@ -118,3 +118,83 @@ def test_tsplib__a_folder_or_fifo_is_named_as_what_it_is(tmp_path):
         tsplib.load(tmp_path / "pipe.tsp")
     with pytest.raises(FileNotFoundError, match="none.tsp does not exist"):
         tsplib.load(tmp_path / "none.tsp")
+
+
+# -- datasets: bounded reads, members that are not arrays ----------------------------------------------
+def write_npz(path, **members):
+    """An .npz whose members are given as arrays (written as .npy) or bytes (written as they are)."""
+    import io
+    import zipfile
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for name, value in members.items():
+            if isinstance(value, bytes):
+                z.writestr(name, value)
+            else:
+                buf = io.BytesIO()
+                np.save(buf, value)
+                z.writestr(name + ".npy", buf.getvalue())
+    return path
+
+
+def test_dataset__limit_reads_only_the_first_rows(tmp_path):
+    from routing_gym.data import load_dataset
+    locs = np.zeros((100_000, 50, 2), np.float32)  # 40 MB decompressed, a few kB in the file
+    locs[:3] = np.random.default_rng(0).random((3, 50, 2))
+    path = write_npz(tmp_path / "big.npz", locs=locs, ref_cost=np.ones(100_000))
+    tracemalloc.start()
+    try:
+        instances, refs = load_dataset(path, "tsp", limit=3)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert instances.locs.shape == (3, 50, 2) and np.allclose(instances.locs.numpy(), locs[:3])
+    assert refs["ref_cost"].shape == (3,)
+    assert peak < 5e6
+
+
+def test_dataset__more_than_the_read_limit_is_refused_saying_it(tmp_path, monkeypatch):
+    from routing_gym import data
+    path = write_npz(tmp_path / "big.npz", locs=np.zeros((1000, 10, 2), np.float32))  # 80 kB
+    monkeypatch.setattr(data, "MAX_READ_BYTES", 50_000)
+    with pytest.raises(ValueError, match=r"big.npz: array 'locs' would take .* limited to .* GiB.*--limit"):
+        data.load_dataset(path, "tsp")
+    assert data.load_dataset(path, "tsp", limit=100)[0].locs.shape == (100, 10, 2)
+
+
+@pytest.mark.parametrize("member", [b"not an array at all", b"\x93NUMPY\x01\x00garbage"])
+def test_dataset__a_member_that_is_not_an_array_is_one_sentence(tmp_path, member):
+    from routing_gym.data import load_dataset
+    path = write_npz(tmp_path / "d.npz", locs=member)
+    with pytest.raises(ValueError, match=r"d.npz: array 'locs'"):
+        load_dataset(path, "tsp")
+    path = write_npz(tmp_path / "e.npz", **{"locs.npy": member})
+    with pytest.raises(ValueError, match=r"e.npz: array 'locs'"):
+        load_dataset(path, "tsp")
+
+
+def test_dataset__truncated_array_and_fortran_order(tmp_path):
+    import io
+    from routing_gym.data import load_dataset
+    buf = io.BytesIO()
+    np.save(buf, np.random.default_rng(0).random((4, 5, 2)))
+    path = write_npz(tmp_path / "t.npz", **{"locs.npy": buf.getvalue()[:-40]})
+    with pytest.raises(ValueError, match="t.npz: array 'locs' is truncated"):
+        load_dataset(path, "tsp")
+    locs = np.asfortranarray(np.random.default_rng(1).random((4, 5, 2)))
+    instances, _ = load_dataset(write_npz(tmp_path / "f.npz", locs=locs), "tsp", limit=2)
+    assert np.allclose(instances.locs.numpy(), locs[:2])
+
+
+def test_dataset__a_folder_is_named_as_such(tmp_path):
+    from routing_gym.data import load_dataset
+    (tmp_path / "d.npz").mkdir()
+    with pytest.raises(IsADirectoryError, match="dataset .*d.npz is a folder"):
+        load_dataset(tmp_path / "d.npz", "tsp")
+
+
+def test_cli_eval__dataset_member_not_an_array_is_one_line_exit_2(tmp_path, capsys):
+    from agents.apps.cli import main as cli
+    path = write_npz(tmp_path / "d.npz", locs=b"junk")
+    assert cli(["eval", "--problem", "tsp", "--policy", "nearest", "--dataset", str(path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "d.npz: array 'locs'" in err

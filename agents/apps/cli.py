@@ -340,7 +340,7 @@ def cmd_eval(args) -> int:
     variant = variant_of(args, problem)
     extras = {}
     if args.dataset:
-        instances, extras = load_dataset(args.dataset, args.problem)
+        instances, extras = load_dataset(args.dataset, args.problem, limit=args.limit)  # reads LIMIT rows only
         num_nodes = problem.size_of(instances)
         source = args.dataset
         if args.limit is not None:  # the first LIMIT instances, with their references
