@@ -105,7 +105,7 @@ def advance(problem, prev, actions: Tensor, resetting: Tensor, returns: Tensor, 
 
     Returns:
         ``(state, reward, terminated, truncated, final, infos)``: final (B,) bool marks the episodes that
-        ended in this step; infos the class docstring's Infos, as tensors.
+        ended in this step; infos as :meth:`RoutingVectorEnv.step` lays them out, as tensors.
     """
     prev_done = prev.done
     state, reward, invalid = step(problem, prev, actions)
@@ -183,77 +183,56 @@ def advance_and_renew(problem, prev, actions: Tensor, resetting: Tensor, returns
     return state, reward, terminated, truncated, final, infos, last
 
 
+def check_count(value: Any, name: str, optional: bool = False) -> int | None:
+    """``value`` as an int if it is a positive integer (or None where ``optional``), else ``ValueError``
+    naming the argument."""
+    if optional and value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer{' or None' * optional}, got {value!r}")
+    return int(value)
+
+
+def check_autoreset_mode(value: Any) -> AutoresetMode:
+    """``value`` as an :class:`AutoresetMode` (the member or its value), else ``ValueError`` naming them."""
+    try:
+        return AutoresetMode(value)
+    except ValueError:
+        raise ValueError(f"autoreset_mode must be one of {[m.value for m in AutoresetMode]}, got {value!r}") from None
+
+
 class RoutingVectorEnv(VectorEnv):
-    """B sub-envs of one routing problem over the batched core (base of the vector envs; one subclass
-    per problem unit, :func:`vector_env_class`, and a subclass of that per registered size,
-    :func:`~routing_gym.env.sized_classes`).
+    """B sub-envs of one routing problem, stepped together by its batched core on a torch device (base of
+    the vector envs: one subclass per problem unit, :func:`vector_env_class`, and a subclass of that per
+    registered size, :func:`~routing_gym.common.sized_classes`).
+
+    Sub-env i behaves as the single env made with the same arguments: its spaces batched, the instance of
+    ``reset(seed=s)`` the single env's of ``reset(seed=s + i)``, the same actions checked alike, the same
+    rewards, terminations and infos (batched, each with its ``_key`` mask). :meth:`step` says how actions
+    are checked, how finished sub-envs reset and what the infos hold; :meth:`reset` how seeds and user
+    instances are taken; docs/contract.md ("The vector env") gives the whole contract.
 
     Args:
-        num_envs: B, the number of sub-envs.
-        num_nodes: customers (TSP: nodes) per instance, default 20; a registered sized id
-            (``routing/TSP-20``) fixes it and refuses another with ``ValueError``, as the single env.
-        **variant: the problem's options (OP's ``prize_type``); an unknown one raises ``TypeError``.
-        device: torch device for the state (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``torch.device``).
-        autoreset_mode: :class:`gymnasium.vector.AutoresetMode` (or its value): ``NEXT_STEP`` (default;
-            a finished sub-env is reset by the next ``step``, whose action for it is ignored),
-            ``SAME_STEP`` (reset within the step; ``info["final_obs"]``/``info["final_info"]`` hold the
-            last observation and info), ``DISABLED`` (finished sub-envs stay finished: their mask allows
-            only the no-op node, they report done and reward 0, until ``reset(options={"reset_mask": m})``).
-            In torch mode on a device other than the CPU, a step never reads a tensor on the host in any
-            mode (no synchronisation with a CUDA device; tested): automatic resets take their row of a
-            standby batch of fresh states, generated anew every second step (``NEXT_STEP``: a sub-env
-            resets at most once in two steps) or every step (``SAME_STEP``), and merged where a sub-env
-            resets. On the CPU, where reading a tensor costs nothing, and in numpy mode, a step reads
-            whether any sub-env resets and generates fresh states only for those that do.
-        array_type: ``"numpy"`` (Gymnasium's contract, spaces from ``batch_space``) or ``"torch"``
-            (tensors on ``device``, no host round trip; actions may be tensors). Both emit what the
-            spaces declare (``action_mask`` int8, 1 = allowed: ``.bool()`` it for a masked categorical, or
-            call ``action_masks()``) and report the same infos.
+        num_envs: B, the number of sub-envs (a positive integer).
+        num_nodes: customers (nodes, where the problem has no depot) per instance, default 20; a registered
+            size (``routing/TSP-20``) fixes it and refuses another with ``ValueError``, as the single env.
+        device: torch device of the state (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a ``torch.device``); one this
+            machine lacks is a ``ValueError``.
+        autoreset_mode: :class:`gymnasium.vector.AutoresetMode` or its value: ``NEXT_STEP`` (default),
+            ``SAME_STEP`` or ``DISABLED`` (:meth:`step`).
+        array_type: ``"numpy"`` (Gymnasium's contract, spaces from ``batch_space``) or ``"torch"`` (tensors on
+            ``device``, no host round trip; actions may be tensors); both emit what the spaces declare.
         invalid_action: ``"terminate"`` (a masked action ends that sub-env's episode with the single env's
-            penalty, :func:`~routing_gym.problems.base.invalid_penalty`, and ``info["invalid_action"]``) or
-            ``"raise"`` (checks every action; a host synchronisation).
-        max_episode_steps: optional truncation after this many steps of an episode (a positive int).
-        render_mode: ``"rgb_array"``: ``render()`` draws one frame per sub-env.
-        render_size: ``(width, height)`` of the frames, integers of at least 64 pixels (as the single
-            env's), default ``(600, 600)``.
-        compile: ``True`` steps the dynamics compiled with ``torch.compile``
-            (:func:`advance`, the core step and the env's bookkeeping as one compiled function): the first
-            step of a shape compiles (seconds; a C++ compiler on the CPU), later ones run faster
-            (``benchmarks/README.md``); results equal the eager step's up to float rounding. Default ``False``.
+            penalty and ``info["invalid_action"]``) or ``"raise"`` (every action checked: a host synchronisation).
+        max_episode_steps: truncation after this many steps of an episode (a positive integer), or None.
+        render_mode: None or ``"rgb_array"``: ``render()`` draws one frame per sub-env.
+        render_size: ``(width, height)`` of the frames, integers of at least 64 pixels, default ``(600, 600)``.
+        compile: ``True`` steps with :func:`advance_and_renew` compiled by ``torch.compile`` (the first step
+            of a shape compiles; results equal the eager step's up to float rounding). Default ``False``.
+        **variant: the problem's options (its ``variants``); an unknown one raises ``TypeError``.
 
-    Actions: (B,) node indices, a numpy array (or what ``np.asarray`` takes) or a tensor. Every action is
-    checked without a host synchronisation per step in ``"terminate"`` mode:
-
-    - dtype and shape (tensor metadata): an integer dtype of shape (B,), else ``ValueError`` (as the single
-      env refuses a non-integer action); bools, floats (even whole-valued ones) and complex numbers are
-      refused;
-    - range: numpy actions are on the host and are checked there as the single env checks its action
-      (``ValueError`` for an index outside ``Discrete(N)``); a tensor's range is checked on the device by the
-      core's :func:`~routing_gym.problems.step`, where an index outside 0..N-1 is a masked action: it ends
-      that sub-env's episode with the penalty (``"terminate"``) or raises ``ValueError`` naming it
-      (``"raise"``, which synchronises to check every action anyway). A finished sub-env ignores its
-      action, whatever its value.
-
-    Infos: in a step where episodes end, ``info`` holds the single env's keys batched as Gymnasium's vector
-    envs batch them, each with its ``_key`` mask (true for the sub-envs whose episode ended, however it
-    ended: done, masked action or truncation): ``cost`` (B,) float64, ``invalid_action`` (B,) bool and
-    ``tour`` (B, S) int64, each row padded with -1 (all -1 where no episode ended). In numpy mode the keys
-    appear only in steps where an episode ended (as ``SyncVectorEnv`` does); in torch mode they are tensors
-    in every step (checking whether one ended would synchronise with the device). With ``SAME_STEP``, in a
-    step where an episode ended, they are under ``info["final_info"]``, beside ``info["final_obs"]`` (in torch
-    mode off the CPU: in every step, ``_final_obs`` and ``_final_info`` telling which rows hold one). The
-    layout of ``final_obs`` differs by mode: numpy mode gives Gymnasium's (B,) object array holding the last
-    observation of each ended sub-env as a dict (None in the other rows), as ``SyncVectorEnv`` does; torch
-    mode gives one dict of batched tensors keyed as the observation (``final_obs["locs"]`` (B, N, 2), ...),
-    whose rows marked by ``_final_obs`` hold the ended episodes' last observations and whose other rows mean
-    nothing (splitting it into per-row dicts would read the host in every step). Both are tested equal row
-    for row.
-
-    Seeding: ``reset(seed=s)`` gives sub-env i the instance that a single env gets from
-    ``reset(seed=s + i)`` (generated on the CPU, then moved); later automatic resets draw from one batched
-    generator on ``device`` seeded from ``s``, so they differ from a single env's. Seeds are checked as
-    the single env's (Gymnasium's ``np_random``: ``gymnasium.error.Error`` for a float, a string or a
-    negative number).
+    A bad argument is a ``ValueError`` naming it. In torch mode on a device other than the CPU, a step in
+    ``"terminate"`` mode never reads a tensor on the host (no synchronisation with the device).
     """
 
     problem: Any = None
@@ -264,63 +243,56 @@ class RoutingVectorEnv(VectorEnv):
                  invalid_action: str = "terminate", max_episode_steps: int | None = None,
                  render_mode: str | None = None, render_size: tuple[int, int] = (600, 600), compile: bool = False,
                  **variant: Any):
-        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
-            raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
+        self.num_envs = check_count(num_envs, "num_envs")
         if self.problem is None:
             raise TypeError("RoutingVectorEnv is the base class; make one with gym.make_vec('routing/TSP-20', ...)")
-        num_nodes = resolve_num_nodes(type(self), num_nodes)
-        if array_type not in ARRAY_TYPES:
-            raise ValueError(f"array_type must be one of {ARRAY_TYPES}, got {array_type!r}")
-        if invalid_action not in INVALID_ACTION_MODES:
-            raise ValueError(f"invalid_action must be one of {INVALID_ACTION_MODES}, got {invalid_action!r}")
+        self.num_nodes = resolve_num_nodes(type(self), num_nodes)
+        self.n_total = self.problem.num_nodes_total(self.num_nodes)
+        self.array_type = check_choice(array_type, "array_type", ARRAY_TYPES)
+        self.invalid_action = check_choice(invalid_action, "invalid_action", INVALID_ACTION_MODES)
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
-        if max_episode_steps is not None and (isinstance(max_episode_steps, bool) or not isinstance(
-                max_episode_steps, (int, np.integer)) or max_episode_steps < 1):
-            raise ValueError(f"max_episode_steps must be a positive integer or None, got {max_episode_steps!r}")
-        if max_episode_steps is not None:  # beyond what an int64 step count reaches: the same as never
-            max_episode_steps = min(int(max_episode_steps), torch.iinfo(torch.int64).max)
-        try:
-            mode = AutoresetMode(autoreset_mode)
-        except ValueError:
-            raise ValueError(f"autoreset_mode must be one of {[m.value for m in AutoresetMode]}, "
-                             f"got {autoreset_mode!r}") from None
-        self.num_envs = int(num_envs)
-        self.num_nodes = int(num_nodes)
-        self.n_total = self.problem.num_nodes_total(self.num_nodes)
+        self.render_mode = render_mode
+        self.max_episode_steps = check_count(max_episode_steps, "max_episode_steps", optional=True)
+        if self.max_episode_steps is not None:  # beyond what an int64 step count reaches: the same as never
+            self.max_episode_steps = min(self.max_episode_steps, torch.iinfo(torch.int64).max)
+        self.autoreset_mode = check_autoreset_mode(autoreset_mode)  # read by wrappers and TorchRL, as SyncVectorEnv's
         self.device = resolve_device(device)
         self.compile = check_flag(compile, "compile")
-        self._advance = compiled(advance_and_renew, self.device.type, self.problem) if self.compile \
-            else advance_and_renew
-        self.array_type = array_type
-        self.invalid_action = invalid_action
-        self.max_episode_steps = max_episode_steps
-        self.render_mode = render_mode
+        self._advance = self._stepper()
         self.render_size = frame_size(render_size)
-        self.autoreset_mode = mode  # read by wrappers and other libraries (TorchRL), as SyncVectorEnv's
-        self.metadata = {"autoreset_mode": mode, "render_modes": ["rgb_array"], "render_fps": 4}
+        self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": ["rgb_array"], "render_fps": 4}
         self._variant = self.problem.check_variant(variant)
         self.single_observation_space = observation_space(self.problem, self.n_total)
         self.single_action_space = gym.spaces.Discrete(self.n_total)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self._allocate()
+
+    def _stepper(self):
+        """:func:`advance_and_renew`, compiled for this device where ``compile`` is set."""
+        return compiled(advance_and_renew, self.device.type, self.problem) if self.compile else advance_and_renew
+
+    def _allocate(self) -> None:
+        """The records the env keeps per sub-env on the device, the generator of automatic resets and
+        their pool (:meth:`_refill`); no state until :meth:`reset`."""
+        b, dev = self.num_envs, self.device
         self.state = None
-        self._generator = torch.Generator(device=self.device)
+        self._generator = torch.Generator(device=dev)
         self._generator.seed()
-        self._return = torch.zeros(self.num_envs, dtype=torch.float64, device=self.device)
-        self._elapsed = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
-        self._needs_reset = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-        self._invalid = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)  # ended on a masked action
+        self._return = torch.zeros(b, dtype=torch.float64, device=dev)
+        self._elapsed = torch.zeros(b, dtype=torch.long, device=dev)
+        self._needs_reset = torch.zeros(b, dtype=torch.bool, device=dev)
+        self._invalid = torch.zeros(b, dtype=torch.bool, device=dev)  # ended on a masked action
         # the actions of each episode (info["tour"]), padded with -1; the last column takes the writes of
         # sub-envs that record nothing in a step
-        self._tours = torch.full((self.num_envs, self.problem.max_steps(self.n_total) + 1), -1, dtype=torch.long,
-                                 device=self.device)
+        self._tours = torch.full((b, self.problem.max_steps(self.n_total) + 1), -1, dtype=torch.long, device=dev)
         self._viewer = None
         self._pool = None  # fresh states for automatic resets (:meth:`_refill`), taken in order from _pool_next
-        self._pool_next = torch.zeros((), dtype=torch.long, device=self.device)
+        self._pool_next = torch.zeros((), dtype=torch.long, device=dev)
         # a step may read a tensor on the host (free on the CPU; numpy mode reads anyway); elsewhere the pool
         # of automatic resets is regenerated on a host-side schedule
-        self._reads_host = self.device.type == "cpu" or array_type == "numpy"
+        self._reads_host = dev.type == "cpu" or self.array_type == "numpy"
         self._autoreset_steps = 0
 
     # -- instances ---------------------------------------------------------------------------------
@@ -348,8 +320,11 @@ class RoutingVectorEnv(VectorEnv):
         """Reset all sub-envs, or those in ``options["reset_mask"]`` (B,) bool.
 
         Args:
-            seed: an int (sub-env i seeded with ``seed + i``, as Gymnasium's vector envs do) or a list of
-                B ints.
+            seed: an int (sub-env i seeded with ``seed + i``, as Gymnasium's vector envs do: its instance is
+                a single env's of ``reset(seed=seed + i)``, generated on the CPU, then moved) or a list of B
+                ints; checked as the single env's seed (``gymnasium.error.Error`` for a float, a string, a
+                bool or a negative number). Later automatic resets draw from one batched generator on
+                ``device`` seeded from the first seed, so they differ from a single env's.
             options: ``reset_mask`` (B,) bool, numpy or tensor; ``instances``: a batch of B user instances
                 (a dict of arrays keyed as the observation with a leading B axis, or the problem's
                 ``Instance`` of tensors, both validated alike), of which the reset rows are used.
@@ -389,7 +364,28 @@ class RoutingVectorEnv(VectorEnv):
         return self._observation(), {}
 
     def step(self, actions):
-        """Step every sub-env; see the class docstring for the autoreset modes."""
+        """Step every sub-env with ``actions`` (B,) node indices: a numpy array (or what ``np.asarray`` takes)
+        or a tensor. Returns ``(obs, reward, terminated, truncated, info)``, batched.
+
+        Actions: an integer dtype of shape (B,), else ``ValueError`` (bools, floats, even whole-valued,
+        and complex numbers are refused). numpy actions are range-checked on the host as the single env's
+        (``ValueError`` outside ``Discrete(N)``); a tensor's range is checked on the device by the core's
+        :func:`~routing_gym.problems.step`, where an index outside 0..N-1 is a masked action. A finished
+        sub-env ignores its action, whatever its value.
+
+        Autoreset: ``NEXT_STEP`` resets a finished sub-env in the next step (its action ignored);
+        ``SAME_STEP`` within this step; ``DISABLED`` leaves it finished (its mask allows only the no-op
+        node, it reports done and reward 0) until ``reset(options={"reset_mask": m})``. Off the CPU in
+        torch mode the fresh states come from a standby pool (:meth:`_refill`), so no step reads the host.
+
+        Infos: in a step where episodes end, the single env's keys batched, each with its ``_key`` mask
+        (true where an episode ended: done, masked action or truncation): ``cost`` (B,) float64,
+        ``invalid_action`` (B,) bool, ``tour`` (B, S) int64 padded with -1. numpy mode gives them only in
+        steps where an episode ended (as ``SyncVectorEnv``); torch mode as tensors in every step. With
+        ``SAME_STEP`` they lie under ``info["final_info"]`` beside ``info["final_obs"]``: in numpy mode
+        Gymnasium's (B,) object array of last observations (None in other rows), in torch mode one dict
+        of batched tensors whose rows marked by ``_final_obs`` hold them (docs/contract.md).
+        """
         if self.state is None:
             raise RuntimeError("call reset() before step()")
         a = self._as_actions(actions)
@@ -440,7 +436,7 @@ class RoutingVectorEnv(VectorEnv):
         self._pool_next.zero_()
 
     def _as_actions(self, actions) -> Tensor:
-        """The (B,) int64 actions on the device, checked as the class docstring says: dtype and shape
+        """The (B,) int64 actions on the device, checked as :meth:`step` says: dtype and shape
         always, the range of numpy actions on the host (no host synchronisation either way)."""
         if isinstance(actions, Tensor):
             actions = actions.detach()
@@ -538,8 +534,7 @@ class RoutingVectorEnv(VectorEnv):
         self.__dict__.update(state)
         self._generator = torch.Generator(device=self.device)
         self._generator.set_state(state["_generator"])
-        self._advance = compiled(advance_and_renew, self.device.type, self.problem) if self.compile \
-            else advance_and_renew
+        self._advance = self._stepper()
 
 
 def vector_env_class(problem) -> type[RoutingVectorEnv]:
