@@ -48,7 +48,7 @@ from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, Vari
     check_range, distance, gather_nodes, generation_device, instance_fields, node_index, steps_taken
 from .masks import any_marked, empty_mask, flags, mark, mask_of
 from .mtsp import route_bound
-from .pdp import PDP
+from .pdp import PDP, pairs
 
 NUM_DEPOTS = 5  # RL4CO's MDCPDPGenerator num_agents: depots, one vehicle each
 CAPACITY = 3.0  # RL4CO's min_capacity = max_capacity
@@ -254,15 +254,12 @@ class MDCPDP(Problem):
         locs = instance.locs
         b, n, _ = locs.shape
         dev = locs.device
-        half = (n - NUM_DEPOTS) // 2
-        nodes = torch.arange(n, device=dev)
-        role = torch.where(nodes < NUM_DEPOTS, 0.0, torch.where(nodes < NUM_DEPOTS + half, 1.0, -1.0)).repeat(b, 1)
-        partner = torch.where(nodes < NUM_DEPOTS, nodes, (nodes - NUM_DEPOTS + half) % (2 * half) + NUM_DEPOTS)
+        role, partner = pairs(n, NUM_DEPOTS, dev)
         zeros = torch.zeros(b, dtype=torch.long, device=dev)
         nothing = torch.zeros(b, device=dev)
         off = torch.zeros(b, dtype=torch.bool, device=dev)
         visited = empty_mask(b, n, dev)
-        return MDCPDPState(instance=instance, role=role, partner_locs=locs[:, partner], current=zeros,
+        return MDCPDPState(instance=instance, role=role.repeat(b, 1), partner_locs=locs[:, partner], current=zeros,
                            current_depot=zeros, current_loc=locs[:, 0], on_road=off, carried=zeros, visited=visited,
                            step=zeros, route_length=nothing, longest=nothing, length=nothing, lateness=nothing,
                            done=off, mask=MDCPDP._mask(instance, visited, zeros, zeros, off, zeros))

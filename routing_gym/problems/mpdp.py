@@ -40,10 +40,10 @@ import torch
 from torch import Tensor
 
 from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, Variant, as_float_tensor, batch_size_of, \
-    check_range, distance, gather_nodes, generation_device, instance_fields, node_index, steps_taken
-from .masks import empty_mask, flags, mark, mask_of
-from .mtsp import route_bound
-from .pdp import PDP, partners
+    check_range, gather_nodes, generation_device, instance_fields, node_index, steps_taken
+from .masks import empty_mask, flags, mask_of
+from .mtsp import route_bound, take_leg
+from .pdp import PDP, pairs
 
 OBJECTIVES = ("minmax", "minsum")  # codes 0 and 1 in the instance's objective
 MIN_NUM_AGENTS, MAX_NUM_AGENTS = 2, 10  # RL4CO's MPDPGenerator defaults
@@ -211,12 +211,11 @@ class MPDP(Problem):
         locs = instance.locs
         b, n, _ = locs.shape
         dev = locs.device
-        nodes = torch.arange(n, device=dev)
-        role = torch.where(nodes == 0, 0.0, torch.where(nodes <= (n - 1) // 2, 1.0, -1.0)).repeat(b, 1)
+        role, partner = pairs(n, device=dev)
         zeros = torch.zeros(b, dtype=torch.long, device=dev)
         nothing = torch.zeros(b, device=dev)
         visited = empty_mask(b, n, dev)
-        return MPDPState(instance=instance, role=role, partner_locs=locs[:, partners(n, dev)], current=zeros,
+        return MPDPState(instance=instance, role=role.repeat(b, 1), partner_locs=locs[:, partner], current=zeros,
                          current_loc=locs[:, 0], agent=zeros, carried=zeros, visited=visited, step=zeros,
                          route_length=nothing, longest=nothing, length=nothing,
                          done=torch.zeros(b, dtype=torch.bool, device=dev),
@@ -232,25 +231,15 @@ class MPDP(Problem):
     def transition(state: MPDPState, action: Tensor, active: Tensor) -> tuple[MPDPState, Tensor]:
         """Inactive sub-envs arrive with ``action == current`` (see ``base.step``): no edge, nothing changes."""
         inst = state.instance
-        loc = gather_nodes(inst.locs, action)
-        visited = mark(state.visited, action)
-        finished = active & (torch.count_nonzero(visited[:, 1:], dim=1) == visited.shape[1] - 1)
-        depot_loc = inst.locs[:, 0]
-        travel = distance(loc, state.current_loc) + distance(depot_loc, loc) * finished
-        route = state.route_length + travel  # with the return when this step closes the route
-        longest = torch.maximum(state.longest, route)
-        closed = active & (action == 0)
-        agent = state.agent + closed
+        leg = take_leg(state, action, active)  # mTSP's vehicles in turn
         role = gather_nodes(state.role, action)  # 1 pickup, -1 delivery, 0 depot
         carried = state.carried + (active & (role > 0)).long() - (active & (role < 0)).long()
-        cost = torch.where(inst.objective[:, 0] == 0, longest - state.longest, travel)
-        current = torch.where(finished, 0, action)
-        new = MPDPState(instance=inst, role=state.role, partner_locs=state.partner_locs, current=current,
-                        current_loc=torch.where(finished[:, None], depot_loc, loc), agent=agent, carried=carried,
-                        visited=visited, step=state.step + active,
-                        route_length=torch.where(closed | finished, 0.0, route), longest=longest,
-                        length=state.length + travel, done=state.done | finished,
-                        mask=MPDP._mask(inst, visited, current, agent, carried))
+        cost = torch.where(inst.objective[:, 0] == 0, leg.longest - state.longest, leg.travel)
+        new = MPDPState(instance=inst, role=state.role, partner_locs=state.partner_locs, current=leg.current,
+                        current_loc=leg.current_loc, agent=leg.agent, carried=carried, visited=leg.visited,
+                        step=state.step + active, route_length=leg.route_length, longest=leg.longest,
+                        length=state.length + leg.travel, done=state.done | leg.finished,
+                        mask=MPDP._mask(inst, leg.visited, leg.current, leg.agent, carried))
         return new, cost
 
     @staticmethod

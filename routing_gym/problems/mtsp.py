@@ -65,6 +65,38 @@ class MTSPState(NamedTuple):
     mask: Tensor  # (B, N) uint8 mask, 1 = allowed
 
 
+class Leg(NamedTuple):
+    """One step of vehicles that take their routes in turn from the depot (node 0): what mTSP and MPDP share."""
+
+    loc: Tensor  # (B, 2) float32 where the action leads
+    visited: Tensor  # (B, N) uint8 mask with the action's node set
+    finished: Tensor  # (B,) bool the step serves the last customer (the return is added)
+    travel: Tensor  # (B,) float32 the step's edge (and the return, when finished)
+    longest: Tensor  # (B,) float32 the longest route so far, the current one included
+    agent: Tensor  # (B,) int64 the vehicle on the road (the next one after a return to the depot)
+    current: Tensor  # (B,) int64 the node reached (0 once finished)
+    current_loc: Tensor  # (B, 2) float32
+    route_length: Tensor  # (B,) float32 the current route so far (0 after a return or the end)
+
+
+def take_leg(state, action: Tensor, active: Tensor) -> Leg:
+    """The leg of ``action`` (B,) from ``state`` (any state with ``instance.locs``, ``visited``, ``current_loc``,
+    ``route_length``, ``longest`` and ``agent``): choosing the depot closes a route and hands over to the next
+    vehicle; serving the last customer adds the return and ends the episode."""
+    locs = state.instance.locs
+    loc = gather_nodes(locs, action)
+    visited = mark(state.visited, action)
+    finished = active & (torch.count_nonzero(visited[:, 1:], dim=1) == visited.shape[1] - 1)
+    depot_loc = locs[:, 0]
+    travel = distance(loc, state.current_loc) + distance(depot_loc, loc) * finished
+    route = state.route_length + travel  # with the return when this step closes the route
+    closed = active & (action == 0)
+    return Leg(loc=loc, visited=visited, finished=finished, travel=travel, longest=torch.maximum(state.longest, route),
+               agent=state.agent + closed, current=torch.where(finished, 0, action),
+               current_loc=torch.where(finished[:, None], depot_loc, loc),
+               route_length=torch.where(closed | finished, 0.0, route))
+
+
 class MTSP(Problem):
     name = "mtsp"
     label = "MTSP"
@@ -186,22 +218,12 @@ class MTSP(Problem):
     def transition(state: MTSPState, action: Tensor, active: Tensor) -> tuple[MTSPState, Tensor]:
         """Inactive sub-envs arrive with ``action == current`` (see ``base.step``): no edge, nothing changes."""
         inst = state.instance
-        loc = gather_nodes(inst.locs, action)
-        visited = mark(state.visited, action)
-        finished = active & (torch.count_nonzero(visited[:, 1:], dim=1) == visited.shape[1] - 1)
-        depot_loc = inst.locs[:, 0]
-        travel = distance(loc, state.current_loc) + distance(depot_loc, loc) * finished
-        route = state.route_length + travel  # with the return when this step closes the route
-        longest = torch.maximum(state.longest, route)
-        closed = active & (action == 0)
-        agent = state.agent + closed
-        cost = torch.where(inst.cost_type == 0, longest - state.longest, travel)
-        current = torch.where(finished, 0, action)
-        new = MTSPState(instance=inst, current=current, current_loc=torch.where(finished[:, None], depot_loc, loc),
-                        agent=agent, visited=visited, step=state.step + active,
-                        route_length=torch.where(closed | finished, 0.0, route), longest=longest,
-                        length=state.length + travel, done=state.done | finished,
-                        mask=MTSP._mask(inst, visited, current, agent))
+        leg = take_leg(state, action, active)
+        cost = torch.where(inst.cost_type == 0, leg.longest - state.longest, leg.travel)
+        new = MTSPState(instance=inst, current=leg.current, current_loc=leg.current_loc, agent=leg.agent,
+                        visited=leg.visited, step=state.step + active, route_length=leg.route_length,
+                        longest=leg.longest, length=state.length + leg.travel, done=state.done | leg.finished,
+                        mask=MTSP._mask(inst, leg.visited, leg.current, leg.agent))
         return new, cost
 
     @staticmethod

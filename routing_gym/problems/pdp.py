@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, node_index, steps_taken, as_float_tensor, \
-    distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, generation_device
+    distance, batch_size_of, check_range, gather_nodes, instance_fields, generation_device
 from .masks import empty_mask, flags, mark, mask_of
 
 
@@ -42,11 +42,16 @@ class PDPState(NamedTuple):
     mask: Tensor  # (B, N) uint8 mask, 1 = allowed
 
 
-def partners(n_total: int, device: Any = None) -> Tensor:
-    """(N,) int64: each node's partner (pickup i <-> delivery i + n/2; the depot its own)."""
-    half = (n_total - 1) // 2
+def pairs(n_total: int, num_depots: int = 1, device: Any = None) -> tuple[Tensor, Tensor]:
+    """``(role, partner)``, each (N,), for ``num_depots`` depots followed by n/2 pickups and their n/2 deliveries in
+    the same order: role 0 for a depot, 1 for a pickup, -1 for a delivery (float32); partner (int64) pickup i <->
+    delivery i + n/2, a depot its own."""
+    half = (n_total - num_depots) // 2
     nodes = torch.arange(n_total, device=device)
-    return torch.where(nodes == 0, 0, (nodes - 1 + half) % (2 * half) + 1)
+    depot = nodes < num_depots
+    role = torch.where(depot, 0.0, torch.where(nodes < num_depots + half, 1.0, -1.0))
+    partner = torch.where(depot, nodes, (nodes - num_depots + half) % (2 * half) + num_depots)
+    return role, partner
 
 
 class PDP(Problem):
@@ -122,11 +127,10 @@ class PDP(Problem):
         locs = instance.locs
         b, n, _ = locs.shape
         dev = locs.device
-        nodes = torch.arange(n, device=dev)
-        role = torch.where(nodes == 0, 0.0, torch.where(nodes <= (n - 1) // 2, 1.0, -1.0)).repeat(b, 1)
+        role, partner = pairs(n, device=dev)
         zeros = torch.zeros(b, dtype=torch.long, device=dev)
         visited = empty_mask(b, n, dev)
-        return PDPState(instance=instance, role=role, partner_locs=locs[:, partners(n, dev)], current=zeros,
+        return PDPState(instance=instance, role=role.repeat(b, 1), partner_locs=locs[:, partner], current=zeros,
                         current_loc=locs[:, 0], visited=visited, step=zeros, length=torch.zeros(b, device=dev),
                         done=torch.zeros(b, dtype=torch.bool, device=dev), mask=PDP._mask(visited))
 
