@@ -198,3 +198,91 @@ def test_cli_eval__dataset_member_not_an_array_is_one_line_exit_2(tmp_path, caps
     assert cli(["eval", "--problem", "tsp", "--policy", "nearest", "--dataset", str(path), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "d.npz: array 'locs'" in err
+
+
+# -- checkpoints: damaged on disk, or holding the wrong types -------------------------------------------
+TINY_TRAIN = ["--num-nodes", "5", "--epochs", "1", "--epoch-size", "32", "--batch-size", "32", "--eval-size", "32",
+              "--val-size", "32", "--embed-dim", "16", "--n-layers", "1", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny run's last.pt and its exported policy file."""
+    from agents.apps.cli import main as cli
+    root = tmp_path_factory.mktemp("run")
+    assert cli(["train", *TINY_TRAIN, "--out-dir", str(root / "r")]) == 0
+    assert cli(["export", "--checkpoint", str(root / "r" / "last.pt"), "--out", str(root / "p.pt")]) == 0
+    return root / "r" / "last.pt", root / "p.pt"
+
+
+def commands(path, out):
+    return {"train": ["train", "--resume", str(path), "--epochs", "2", "--no-progress"],
+            "eval": ["eval", "--policy", str(path), "--num-instances", "4", "--no-progress"],
+            "export": ["export", "--checkpoint", str(path), "--out", str(out)]}
+
+
+def refused_in_one_line(capsys, argv, *words):
+    from agents.apps.cli import main as cli
+    capsys.readouterr()
+    assert cli(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    for word in words:
+        assert word in err, err
+    return err
+
+
+def test_checkpoint__a_flipped_bit_in_the_weights_is_refused(trained, tmp_path, capsys):
+    import torch
+    from agents.policies.checkpoint import load_checkpoint
+    last, _ = trained
+    weights = next(v for v in load_checkpoint(last)["model"].values() if v.numel() >= 32)
+    data = bytearray(last.read_bytes())
+    at = data.find(weights.numpy().tobytes())
+    assert at > 0
+    data[at + 5] ^= 0x10
+    bad = tmp_path / "flipped.pt"
+    bad.write_bytes(bytes(data))
+    assert torch.load(bad, weights_only=True)  # torch's reader takes it without a word
+    with pytest.raises(ValueError, match="flipped.pt is corrupt: its member .* fails its CRC check"):
+        load_checkpoint(bad)
+    for name, argv in commands(bad, tmp_path / "o.pt").items():
+        refused_in_one_line(capsys, argv, "flipped.pt is corrupt")
+    assert not (tmp_path / "o.pt").exists()
+
+
+@pytest.mark.parametrize("key,value,says", [
+    ("config", [1, 2], "'config' must be a dict, got a list"),
+    ("meta", "hello", "'meta' must be a dict, got a str"),
+    ("history", "abc", "'history' must be a list, got a str"),
+    ("history", [1, 2], "'history' must be a list of metrics rows"),
+    ("epoch", -5, "'epoch' must be a whole number >= 0, got -5"),
+    ("instances_seen", "x", "'instances_seen' must be a whole number >= 0"),
+    ("elapsed_s", float("nan"), "'elapsed_s' must be a finite number of seconds >= 0"),
+    ("prior", [1], "'prior' must be a dict"),
+    ("generators", "x", "'generators' must be a list"),
+    ("model_config", [1], "'model_config' must be a dict"),
+    ("model", "embed", "does not describe a valid attention model"),
+])
+def test_checkpoint__wrong_types_are_one_line_naming_the_file_and_entry(trained, tmp_path, capsys, key, value, says):
+    from agents.policies.checkpoint import load_checkpoint, save_checkpoint
+    last, policy = trained
+    for source in (last, policy):
+        ckpt = load_checkpoint(source)
+        if key == "model":  # a 1-d embedding
+            name = next(k for k in ckpt["model"] if "embed" in k)
+            value = {**ckpt["model"], name: ckpt["model"][name].reshape(-1)}
+            says = "does not describe a valid attention model" if source == policy else "does not match the model"
+        elif key not in ckpt and key != "meta":
+            continue
+        payload = {k: v for k, v in ckpt.items() if k not in ("format", "version", "kind")}
+        payload[key] = value
+        bad = tmp_path / f"bad-{source.stem}.pt"
+        save_checkpoint(bad, kind=ckpt["kind"], payload=payload)
+        runs = commands(bad, tmp_path / "o.pt") if source == last else {"eval": commands(bad, None)["eval"]}
+        for name, argv in runs.items():
+            expected = says
+            if key == "model" and name in ("eval", "export"):
+                expected = "does not describe a valid attention model"
+            refused_in_one_line(capsys, argv, str(bad), expected)
+        assert not (tmp_path / "o.pt").exists()

@@ -4,11 +4,17 @@ A checkpoint is a dict ``{"format": "routing-gym", "version": 1, "kind": KIND, .
 ``torch.save`` and read back with ``torch.load(..., weights_only=True)``: tensors, numbers, strings,
 lists and dicts only. Writes go to a temporary file that is renamed into place, so a run killed while
 saving never leaves a half-written checkpoint.
+
+Reading checks what torch does not: every member's CRC (a bit flipped on disk is refused, not resumed),
+and the type of every entry the code reads (:data:`FIELDS`: a config that is a list, a history that is a
+string, an epoch of -5 are refused naming the file and the entry).
 """
 from __future__ import annotations
 
 import errno
+import math
 import os
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +22,15 @@ import torch
 
 FORMAT = "routing-gym"
 VERSION = 1
+# the entries a checkpoint may hold and what each must be: a mapping, a list, a count >= its minimum, or a
+# number (seconds >= 0; a validation cost, inf before the first)
+FIELDS = {"config": dict, "model_config": dict, "model": dict, "meta": dict, "optimizer": dict, "baseline": dict,
+          "prior": dict, "generators": list, "history": list, "world_size": 1, "epoch": 0, "instances_seen": 0,
+          "elapsed_s": "seconds", "best_val": "cost"}
+
+
+class NotACheckpoint(ValueError):
+    """A torch file that is not a routing-gym checkpoint (other code's weights, e.g. Kool et al.'s)."""
 
 
 def save_checkpoint(path: str | os.PathLike, *, kind: str, payload: dict[str, Any]) -> None:
@@ -40,16 +55,65 @@ def save_checkpoint(path: str | os.PathLike, *, kind: str, payload: dict[str, An
 def load_checkpoint(path: str | os.PathLike, *, kind: str | None = None, map_location: Any = "cpu") -> dict:
     """Load and check a routing-gym checkpoint; ``ValueError`` names the file and what is wrong."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} does not exist")
+    check_archive(path)
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # noqa: BLE001 - torch raises many types for a bad file
         raise ValueError(f"checkpoint {path} is corrupt or not a torch file: {type(e).__name__}: {e}") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
-        raise ValueError(f"checkpoint {path} is not a routing-gym checkpoint (no 'format': '{FORMAT}' entry)")
+        raise NotACheckpoint(f"checkpoint {path} is not a routing-gym checkpoint (no 'format': '{FORMAT}' entry)")
     if ckpt.get("version") != VERSION:
         raise ValueError(f"checkpoint {path} has format version {ckpt.get('version')}, this code reads {VERSION}")
     if kind is not None and ckpt.get("kind") != kind:
         raise ValueError(f"checkpoint {path} holds a {ckpt.get('kind')!r}, expected a {kind!r}")
+    for key, value in ckpt.items():
+        problem = field_problem(key, value)
+        if problem:
+            raise ValueError(f"checkpoint {path}: its '{key}' {problem} (the file is damaged or was not written by "
+                             "routing-gym)")
     return ckpt
+
+
+def check_archive(path: Path) -> None:
+    """``FileNotFoundError`` / ``IsADirectoryError`` unless ``path`` is a file; ``ValueError`` when a member
+    of its zip archive (torch's format) fails its CRC check (torch's reader does not check). A file that
+    is not a zip archive (torch's legacy format) is left to ``torch.load``."""
+    if path.is_dir():
+        raise IsADirectoryError(f"checkpoint {path} is a folder, not a file")
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint {path} does not exist" if not path.exists()
+                                else f"checkpoint {path} is not a regular file (a FIFO or device)")
+    if not zipfile.is_zipfile(path):
+        return
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except Exception as e:  # noqa: BLE001 - zipfile and zlib raise many types for a damaged archive
+        raise ValueError(f"checkpoint {path} is corrupt: {type(e).__name__}: {e}") from None
+    if bad is not None:
+        raise ValueError(f"checkpoint {path} is corrupt: its member {bad} fails its CRC check (the file changed "
+                         "after it was written)")
+
+
+def field_problem(key: str, value: Any) -> str | None:
+    """What is wrong with a checkpoint entry (see :data:`FIELDS`), or None."""
+    want = FIELDS.get(key)
+    if want is None:
+        return None
+    got = type(value).__name__
+    if want in (dict, list):
+        if not isinstance(value, want):
+            return f"must be a {want.__name__}, got a {got}"
+        if key == "model" and not all(isinstance(v, torch.Tensor) for v in value.values()):
+            return "must map parameter names to tensors"
+        if key == "history" and not all(isinstance(row, dict) for row in value):
+            return "must be a list of metrics rows (dicts)"
+        return None
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(want, int):
+        if not number or value != int(value) or value < want:
+            return f"must be a whole number >= {want}, got {value!r}"
+        return None
+    if not number or math.isnan(value) or (want == "seconds" and not 0 <= value < math.inf):
+        return f"must be {'a finite number of seconds >= 0' if want == 'seconds' else 'a number'}, got {value!r}"
+    return None

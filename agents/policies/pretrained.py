@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from .attention_model import AttentionModel
-from .checkpoint import FORMAT, load_checkpoint, save_checkpoint
+from .checkpoint import FORMAT, check_archive, load_checkpoint, save_checkpoint
 from .registry import build_policy
 
 WEIGHTS_DIR = Path(__file__).parents[1] / "weights"  # agents/weights, package data
@@ -35,6 +35,7 @@ def load_policy_file(path: str | os.PathLike, device: Any = "cpu") -> AttentionM
         from .kool_weights import load_kool_weights
 
         return load_kool_weights(path).to(device)
+    check_archive(path)
     try:
         raw = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001
@@ -48,11 +49,12 @@ def load_policy_file(path: str | os.PathLike, device: Any = "cpu") -> AttentionM
         if ckpt.get("kind") not in ("policy", "trainer"):
             raise ValueError(f"checkpoint {path} holds a {ckpt.get('kind')!r}, not a policy")
         try:
-            name = ckpt.get("config", {}).get("policy") or ckpt.get("meta", {}).get("trainer", {}).get("policy",
-                                                                                                          "attention")
+            trainer = ckpt.get("meta", {}).get("trainer", {})
+            name = ckpt.get("config", {}).get("policy") or (trainer.get("policy", "attention") if isinstance(
+                trainer, dict) else "attention")
             policy = build_policy(name, ckpt["model_config"])
             policy.load_state_dict(ckpt["model"])
-        except (KeyError, TypeError, RuntimeError) as e:
+        except (KeyError, TypeError, RuntimeError, AttributeError) as e:
             raise ValueError(f"checkpoint {path} does not describe a valid attention model: {e}") from None
         return policy.to(device).eval()
     raise ValueError(f"checkpoint {path} is neither a routing-gym checkpoint nor reference weights")
@@ -64,6 +66,11 @@ def export_policy(trainer_checkpoint: str | os.PathLike, path: str | os.PathLike
     weights), training instances seen and wall-clock seconds (those of the weights it started from
     included, where recorded), last validation cost)."""
     ckpt = load_checkpoint(trainer_checkpoint, kind="trainer")
+    load_policy_file(trainer_checkpoint)  # its weights fit the model it describes (else ValueError naming it)
+    missing = [k for k in ("config", "model_config", "model", "epoch", "instances_seen") if k not in ckpt]
+    if missing:
+        raise ValueError(f"checkpoint {trainer_checkpoint} lacks {', '.join(missing)}: not a complete trainer "
+                         "checkpoint")
     cfg = ckpt["config"]
     history = ckpt.get("history")
     val = history[-1]["val_cost"] if history else _last_validation(Path(trainer_checkpoint).with_name("metrics.csv"))
