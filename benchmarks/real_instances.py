@@ -1,0 +1,103 @@
+"""``routing-gym eval --decode best`` measured: the pipeline (agents/inference/pipeline.py) and its pieces on
+real instances and on generated n = 100 test sets, at one time limit per instance on one CPU thread.
+
+Sets: the TSPLIB and CVRPLIB files of ``tests/data`` (and of ``../shared/data`` where that folder exists:
+files of a name already read are skipped), each gap against its published optimum, costed in the file's
+units; and ``--count`` generated TSP-100 / CVRP-100 instances (seed 4321), whose references are LKH-3
+(``--reference-seconds`` per instance) and PyVRP (twice that) through the solver adapters, as
+``routing-gym solve --method lkh / pyvrp`` computes them. Per set it prints the mean gap of:
+
+- ``NN + 2-opt``: nearest neighbour (the nearest feasible customer for CVRP) then 2-opt (within routes);
+- ``construction``: the shipped model of the nearest size, greedy x 8 then multi-start x 8 while 30 % of
+  the budget lasts (the pipeline's first step, run alone);
+- ``pipeline``: ``best`` (construction, local search from it and from NN + 2-opt, then iterated local
+  search for TSP) with ``--time-limit`` seconds per instance, and its mean seconds per instance::
+
+    python benchmarks/real_instances.py                       # --time-limit 2, 20 generated instances per set
+    python benchmarks/real_instances.py --time-limit 0.5 --count 10
+
+Real instances run one at a time; a generated set runs as one batch sharing count x time limit.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+
+from agents.inference.pipeline import best, construction, heuristic_start
+from agents.policies.pretrained import load_pretrained, nearest_pretrained_size
+from agents.references.solvers import solve
+from routing_gym import tsplib
+from routing_gym.problems import get_problem, tour_cost
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = (ROOT / "tests" / "data", ROOT.parent / "shared" / "data")
+REFERENCE = {"tsp": ("lkh", 1.0), "cvrp": ("pyvrp", 2.0)}  # solver, seconds per instance (times --reference-seconds)
+SHARE = 0.3  # the pipeline's construction_share
+
+
+def pieces(problem, instances, time_limit: float):
+    """(NN + 2-opt tours, construction tours, pipeline tours, pipeline seconds per instance) of a batch."""
+    policy = load_pretrained(problem.name, nearest_pretrained_size(problem.name, problem.size_of(instances)))
+    b = instances[0].shape[0]
+    start = heuristic_start(problem, instances)
+    built = construction(policy, problem, instances, time.monotonic() + SHARE * time_limit * b)[1]
+    began = time.perf_counter()
+    found = best(policy, problem, instances, time_limit)
+    return start, built, found.tours, (time.perf_counter() - began) / b
+
+
+def real_rows(time_limit: float) -> list[tuple]:
+    """(set, name, gaps of NN + 2-opt / construction / pipeline, seconds) per real instance file."""
+    rows, seen = [], set()
+    for folder in FOLDERS:
+        for path in sorted(folder.glob("*.tsp")) + sorted(folder.glob("*.vrp")):
+            if path.name in seen:
+                continue
+            seen.add(path.name)
+            real = tsplib.load(path)
+            if real.reference is None:
+                continue
+            out = pieces(get_problem(real.problem), real.instance, time_limit)
+            gaps = [tsplib.gap(real, tsplib.cost(real, tours)) for tours in out[:3]]
+            rows.append(("TSPLIB" if real.problem == "tsp" else "CVRPLIB", real.name, *gaps, out[3]))
+    return rows
+
+
+def generated_rows(name: str, n: int, count: int, time_limit: float, reference_seconds: float) -> list[tuple]:
+    problem = get_problem(name)
+    instances = problem.generate(count, n, generator=torch.Generator().manual_seed(4321))
+    method, seconds = REFERENCE[name]
+    ref = solve(problem, instances, method, seconds * reference_seconds, progress=False, seed=4321).cost.double()
+    out = pieces(problem, instances, time_limit)
+    gaps = [100 * (tour_cost(problem, instances, tours) - ref) / ref for tours in out[:3]]
+    return [(f"{name.upper()}-{n} (seed 4321)", str(i), *(float(g[i]) for g in gaps), out[3]) for i in range(count)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--time-limit", type=float, default=2.0, help="seconds per instance")
+    ap.add_argument("--count", type=int, default=20, help="generated instances per set")
+    ap.add_argument("--num-nodes", type=int, default=100, help="nodes of the generated sets")
+    ap.add_argument("--reference-seconds", type=float, default=1.0, help="scales the solvers' seconds")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    rows = real_rows(args.time_limit)
+    for name in ("tsp", "cvrp"):
+        rows += generated_rows(name, args.num_nodes, args.count, args.time_limit, args.reference_seconds)
+    print("| instance | NN + 2-opt | construction | pipeline | s / instance |\n|---|---|---|---|---|")
+    for r in rows:
+        if not r[0].endswith("(seed 4321)"):
+            print(f"| {r[1]} | {r[2]:.2f}% | {r[3]:.2f}% | {r[4]:.2f}% | {r[5]:.2f} |")
+    print(f"\nmean gap per set, --time-limit {args.time_limit:g}, one thread:\n")
+    print("| set | instances | NN + 2-opt | construction | pipeline | s / instance |\n|---|---|---|---|---|---|")
+    for group in dict.fromkeys(r[0] for r in rows):
+        sel = [r for r in rows if r[0] == group]
+        mean = [sum(r[k] for r in sel) / len(sel) for k in (2, 3, 4, 5)]
+        print(f"| {group} | {len(sel)} | {mean[0]:.2f}% | {mean[1]:.2f}% | {mean[2]:.2f}% | {mean[3]:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
