@@ -1,0 +1,131 @@
+"""Revision of tours by an SHPP policy (agents.inference.revision): every node kept, never worse than its
+start (re-costed by tour_cost), batch and single runs alike, deterministic; the window map checked by hand."""
+from pathlib import Path
+
+import pytest
+import torch
+
+from agents.inference.revision import SYMMETRIES, mirror, normalise, path_length, revise
+from agents.policies.attention_model import AttentionModel, AttentionModelConfig
+from agents.policies.pretrained import load_policy_file
+from routing_gym.problems import CVRP, TSP, tour_cost
+
+TRAINED = [p for p in (Path(__file__).parents[1] / "agents/weights/shpp20.pt",
+                       Path(__file__).parents[1] / "runs/first/shpp20/best.pt") if p.is_file()]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.manual_seed(0)
+    return AttentionModel(AttentionModelConfig(problem="shpp", embed_dim=16, n_heads=2, n_layers=1,
+                                               ff_hidden=32)).eval()
+
+
+def instances(batch, n, seed=0):
+    return TSP.generate(batch, n, generator=torch.Generator().manual_seed(seed))
+
+
+def random_tours(batch, n, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.stack([torch.randperm(n, generator=gen) for _ in range(batch)])
+
+
+# -- the window map ---------------------------------------------------------------------------------
+def test_normalise__bounding_box_to_unit_square_by_its_larger_side():
+    locs = torch.tensor([[[2.0, 1.0], [6.0, 1.0], [4.0, 3.0]]])  # box 4 wide, 2 high
+    assert torch.equal(normalise(locs), torch.tensor([[[0.0, 0.0], [1.0, 0.0], [0.5, 0.5]]]))
+    assert torch.equal(normalise(torch.full((1, 3, 2), 0.7)), torch.zeros(1, 3, 2))  # one point: no division by 0
+
+
+def test_normalise__keeps_ratios_of_path_lengths():
+    locs = torch.rand(1, 8, 2, generator=torch.Generator().manual_seed(1)) * 0.1 + 0.3  # one window, 5 orders
+    order = torch.stack([torch.randperm(8, generator=torch.Generator().manual_seed(s)) for s in range(5)])
+    unit = normalise(locs)
+    ratio = path_length(unit.expand(5, -1, -1), order) / path_length(locs.expand(5, -1, -1), order)
+    assert torch.allclose(ratio, ratio[:1].expand(5), rtol=1e-5)
+    assert bool((unit >= 0).all() and (unit <= 1).all()) and float(unit.amax()) == 1.0
+
+
+def test_mirror__the_eight_symmetries_keep_path_lengths():
+    locs = torch.rand(3, 6, 2, generator=torch.Generator().manual_seed(2))
+    images = mirror(locs, len(SYMMETRIES)).view(3, 8, 6, 2)
+    assert torch.equal(images[:, 0], locs)
+    order = torch.arange(6).expand(3, 8, -1)
+    lengths = path_length(images, order)
+    assert torch.allclose(lengths, lengths[:, :1].expand(-1, 8), atol=1e-6)
+    assert len({tuple(images[0, k].flatten().tolist()) for k in range(8)}) == 8
+
+
+# -- the revision -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n, window, kwargs", [(50, 20, {}), (43, 10, {}), (30, 20, {"augment": 8}),
+                                               (25, 8, {"samples": 3}), (12, 20, {})])
+def test_revise__keeps_every_node_and_is_never_worse(tiny, n, window, kwargs):
+    inst, tours = instances(6, n, seed=n), random_tours(6, n, seed=n)
+    before, given = tour_cost(TSP, inst, tours), tours.clone()
+    revised, cost = revise(tiny, TSP, inst, tours, window=window, rounds=6,
+                           generator=torch.Generator().manual_seed(0), **kwargs)
+    assert torch.equal(tours, given)  # the input is not written over
+    assert revised.dtype == torch.int64 and revised.shape == tours.shape
+    assert torch.equal(revised.sort(dim=1).values, torch.arange(n).expand(6, -1))
+    assert torch.equal(cost, tour_cost(TSP, inst, revised))  # tour_cost validates the tours
+    assert bool((cost <= before).all())
+    assert bool((cost < before).any())  # random tours: some window of an untrained model's paths is shorter
+
+
+def test_revise__improves_only_window_inner_nodes_in_one_round(tiny):
+    inst, tours = instances(4, 40, seed=5), random_tours(4, 40, seed=5)
+    revised, _ = revise(tiny, TSP, inst, tours, window=10, rounds=1)
+    ends = torch.arange(0, 40, 10)  # the windows of round 0: positions 0..10, 10..20, ...: ends in place
+    assert torch.equal(revised[:, ends], tours[:, ends])
+    for k in range(4):  # and each window's nodes stay in that window
+        block = slice(10 * k + 1, 10 * k + 10)
+        assert torch.equal(revised[:, block].sort(dim=1).values, tours[:, block].sort(dim=1).values)
+
+
+def test_revise__batch_equals_one_by_one(tiny):
+    inst, tours = instances(5, 37, seed=7), random_tours(5, 37, seed=7)
+    batch, cost = revise(tiny, TSP, inst, tours, window=9, rounds=8, augment=2)
+    for i in range(5):
+        one = type(inst)(*(f[i:i + 1] for f in inst))
+        single, single_cost = revise(tiny, TSP, one, tours[i:i + 1], window=9, rounds=8, augment=2)
+        assert torch.equal(single[0], batch[i])
+        assert torch.equal(single_cost[0], cost[i])
+
+
+def test_revise__deterministic(tiny):
+    inst, tours = instances(3, 45, seed=9), random_tours(3, 45, seed=9)
+    runs = [revise(tiny, TSP, inst, tours, window=12, rounds=5, samples=2,
+                   generator=torch.Generator().manual_seed(4)) for _ in range(2)]
+    assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
+
+
+def test_revise__nothing_to_do_returns_the_input(tiny):
+    inst, tours = instances(2, 3), random_tours(2, 3)  # a window of 3 nodes has one inner node
+    revised, cost = revise(tiny, TSP, inst, tours)
+    assert torch.equal(revised, tours) and torch.equal(cost, tour_cost(TSP, inst, tours))
+    inst, tours = instances(2, 30), random_tours(2, 30)
+    for kwargs in ({"rounds": 0}, {"time_limit": 0.0}):
+        revised, cost = revise(tiny, TSP, inst, tours, **kwargs)
+        assert torch.equal(revised, tours) and torch.equal(cost, tour_cost(TSP, inst, tours))
+
+
+def test_revise__refuses_what_it_cannot_revise(tiny):
+    with pytest.raises(ValueError, match="closed tours"):
+        inst = CVRP.generate(2, 10, generator=torch.Generator().manual_seed(0))
+        revise(tiny, CVRP, inst, torch.zeros(2, 20, dtype=torch.long))
+    inst = instances(2, 10)
+    with pytest.raises(ValueError, match="augment"):
+        revise(tiny, TSP, inst, random_tours(2, 10), augment=9)
+    with pytest.raises(ValueError):  # not a tour: tour_cost refuses it
+        revise(tiny, TSP, inst, torch.zeros(2, 10, dtype=torch.long))
+
+
+@pytest.mark.skipif(not TRAINED, reason="no trained SHPP-20 model: neither agents/weights/shpp20.pt nor "
+                                        "runs/first/shpp20/best.pt (benchmarks/first_models.py --problems shpp)")
+def test_revise__trained_shpp20_model_shortens_random_tours():
+    policy = load_policy_file(TRAINED[0])
+    inst, tours = instances(4, 100, seed=11), random_tours(4, 100, seed=11)
+    before = tour_cost(TSP, inst, tours)
+    revised, cost = revise(policy, TSP, inst, tours, window=20)
+    assert torch.equal(cost, tour_cost(TSP, inst, revised))
+    assert bool((cost < 0.7 * before).all())
