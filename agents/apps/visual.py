@@ -331,11 +331,12 @@ def node_at(click_xy, locs, size: tuple[int, int], radius: float, problem=None) 
     return i if d[i] <= radius else None
 
 
-def refusal(problem, node: int, visited: np.ndarray) -> str:
+def refusal(problem, node: int, visited: np.ndarray, depots: np.ndarray | None = None) -> str:
     """Why a click on the masked ``node`` is refused (shown in the header in place of the legend): the
-    problem's ``drawing.depot_refusal`` / ``node_refusal``, or that the node is already visited."""
+    problem's ``drawing.depot_refusal`` / ``node_refusal``, or that the node is already visited.
+    ``depots`` (N,) bool: the depots (default: node 0 where the problem has one)."""
     problem = get_problem(problem)
-    if problem.has_depot and node == 0:
+    if (depots[node] if depots is not None else problem.has_depot and node == 0):
         return problem.drawing.depot_refusal
     if visited[node]:
         return f"node {node} is already visited"
@@ -382,7 +383,8 @@ def play(problem_name: str, num_nodes: int, seed: int, opponent: Policy | None =
                     if node is None:
                         message = "click on a node"
                     elif not obs["action_mask"][node]:
-                        message = refusal(core.problem, node, core.state.visited[0].numpy())
+                        depots = obs[core.problem.depots_by] > 0 if core.problem.depots_by else None
+                        message = refusal(core.problem, node, core.state.visited[0].numpy(), depots)
                     else:
                         obs, reward, _, _, _ = env.step(node)
                         tour.append(node)

@@ -1,6 +1,6 @@
 """Classic heuristics for the problems of the registry, batched in torch (no Python loop over instances).
 
-A heuristic reads only what the problem unit declares (``has_depot``, ``profits``,
+A heuristic reads only what the problem unit declares (``has_depot``, ``depots_by``, ``profits``,
 ``instance_from_observation``), never which problem it is.
 
 Two forms, one implementation:
@@ -19,9 +19,10 @@ Two forms, one implementation:
 name                 what it does
 ==================== ========================================================================================
 ``random``           uniform over the allowed nodes
-``nearest``          nearest allowed node (without a depot (TSP) from node 0; the depot only when no customer
-                     is allowed (CVRP, SDVRP, OP), except where ``profits == "prize_collecting"`` (PCTSP,
-                     SPCTSP): back as soon as the depot is allowed and nearest)
+``nearest``          nearest allowed node (without a depot (TSP) from node 0; a depot only when no customer
+                     is allowed (CVRP, SDVRP, OP; every depot of ``depots_by``: MTVRP), except where
+                     ``profits == "prize_collecting"`` (PCTSP, SPCTSP): back as soon as the depot is allowed and
+                     nearest)
 ``greedy``           nearest feasible node, by the problem's ``profits``: none (TSP, CVRP, SDVRP): as
                      ``nearest``; ``"orienteering"`` (OP): the best prize per distance among the reachable
                      nodes; ``"prize_collecting"`` (PCTSP, SPCTSP on expected prizes): collect the prize by
@@ -65,7 +66,8 @@ PLANNED = ("nearest_insertion", "farthest_insertion", "random_insertion", "2opt"
 # -- policies of the protocol -------------------------------------------------------------------
 class NearestNeighbour:
     """Go to the nearest allowed node. Without a depot the tour starts at node 0. With one, the depot comes
-    last (only when no customer is allowed: CVRP, SDVRP, OP), except where the problem is prize-collecting
+    last (only when no customer is allowed: CVRP, SDVRP, OP; with several, ``depots_by``, every depot: no
+    move between depots while a customer is allowed), except where the problem is prize-collecting
     (PCTSP, SPCTSP): back as soon as the depot is allowed and nearest (it ignores penalties)."""
 
     def __init__(self, problem):
@@ -88,7 +90,8 @@ class NearestNeighbour:
         if self.start_at_zero:  # the first action is node 0
             dist = dist.masked_fill((obs["step"][:, 0] == 0)[:, None] & (nodes != 0), float("inf"))
         elif self.depot_last:
-            dist = dist + 1e3 * (nodes == 0)
+            depots = obs[self.problem.depots_by].bool() if self.problem.depots_by else nodes == 0
+            dist = dist + 1e3 * depots
         return torch.log_softmax((-dist * 1e3).masked_fill(~mask, float("-inf")), dim=-1), locs
 
 

@@ -6,7 +6,9 @@ through the registry in ``routing_gym.problems`` (nothing outside a unit names a
 rules). The declarations, each with its default where it has one:
 
 - identity: ``name`` (registry key), ``label`` (ids, class names), ``has_depot``, ``Instance`` (the
-  NamedTuple of instance tensors);
+  NamedTuple of instance tensors); ``depots_by`` where there may be depots besides node 0 (the state field
+  and observation key (B, N) nonzero at the depots, MTVRP's ``is_depot``; None: node 0 alone where
+  ``has_depot``), which the renderer and the heuristics read;
 - sizes: ``min_num_nodes`` and ``num_nodes_multiple`` (the valid ``num_nodes``, checked by
   :meth:`Problem.check_num_nodes`), ``sizes`` (the registered ``routing/{label}-{n}`` ids);
 - ``generate(batch_size, num_nodes, *, generator, device, **variant) -> Instance``: random instances;
@@ -142,14 +144,14 @@ class PolicyInputs:
     edge_weights: str | None = None
 
 
-LEGEND_GLYPHS = ("depot", "start", "current", "routes", "unavailable", "size", "ring", "split")
+LEGEND_GLYPHS = ("depot", "start", "current", "routes", "unavailable", "size", "ring", "split", "kind")
 
 
 class LegendEntry(NamedTuple):
     """One entry of a legend: the glyph drawn before the text (one of :data:`LEGEND_GLYPHS`: the depot's
     square, the start's diamond, the current node, the route colours, a node the mask forbids, node area,
-    the ``ring_by`` ring, a customer served by several routes (its rim in their colours); or ``""``, text
-    only) and its text."""
+    the ``ring_by`` ring, a customer served by several routes (its rim in their colours), a customer of the
+    ``kind_by`` kind (a triangle); or ``""``, text only) and its text."""
 
     glyph: str
     text: str
@@ -163,10 +165,13 @@ class Drawing:
     current node (after the depot or start) and ``"not allowed now"`` for forbidden nodes where the
     problem declares no entry of those glyphs. ``paths``: how the actions become drawn paths: ``"tour"``
     (one path from the first node, closed back to it once the episode is done), ``"trips"`` (split at
-    depot visits, each from the depot and, once done, back to it) or ``"from_depot"`` (one path from the
-    depot; the episode ends by choosing it). ``size_by``: per-node float field of the instance or the state
-    that scales node area. ``ring_by``: such a field drawn as a ring on unvisited nodes (what leaving them
-    out costs).
+    depot visits, each from the depot it left and, once done, back to the depot it returns to) or
+    ``"from_depot"`` (one path from the depot; the episode ends by choosing it); the depots are node 0 or
+    the problem's ``depots_by``. ``size_by``: per-node float field of the instance or the state that scales
+    node area. ``ring_by``: such a field drawn as a ring on unvisited nodes (what leaving them out costs).
+    ``kind_by``: such a field whose nonzero nodes are a second kind of customer, drawn as triangles
+    (MTVRP's backhaul pickups; legend glyph ``"kind"``). ``open_by``: an instance flag (B, 1) that, where
+    set, leaves the return arc of every ``trips`` route undrawn (open routes).
     ``header``: optional ``state -> str`` appended to the header (batch-1 state).
     ``depot_refusal`` / ``node_refusal``: why a person's click on the depot / on an unvisited node is refused
     when the mask forbids it (``routing-gym play``); ``{i}`` is the node's index.
@@ -176,6 +181,8 @@ class Drawing:
     paths: str
     size_by: str | None = None
     ring_by: str | None = None
+    kind_by: str | None = None
+    open_by: str | None = None
     header: Callable[[Any], str] | None = None
     depot_refusal: str = "the depot is not allowed now"
     node_refusal: str = "node {i} is not allowed now"
@@ -213,6 +220,8 @@ class Problem:
     name: ClassVar[str]  # registry key, lower case (``"cvrp"``)
     label: ClassVar[str]  # upper-case name in env ids and class names (``"CVRP"``)
     has_depot: ClassVar[bool]  # node 0 is a depot
+    # where there may be depots besides node 0: the (B, N) state field, and observation key, nonzero at the depots
+    depots_by: ClassVar[str | None] = None
     Instance: ClassVar[type]  # the NamedTuple of instance tensors
     variants: ClassVar[dict[str, Variant]] = {}
     presets: ClassVar[dict[str, dict[str, Any]]] = {}  # id name -> variant options (registered ids of their own)

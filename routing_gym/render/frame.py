@@ -5,7 +5,8 @@ header (``LABEL-n  step k  cost c`` plus the problem's ``drawing.header``, the s
 ``running``, ``done`` or ``ended: invalid action``, and the legend) and the footer (the problem's
 ``gauge(state)`` as a bar and its text). What the glyphs mean:
 
-- the depot (problems with one) is a ``DEPOT_COLOUR`` square; a tour's start node a diamond;
+- each depot (node 0 of problems with one; the problem's ``depots_by``) is a ``DEPOT_COLOUR`` square; a
+  tour's start node a diamond; a ``kind_by`` customer (a second kind, e.g. backhaul pickups) a triangle;
 - a node the mask allows is filled with ``NODE_COLOUR``; an unvisited node the mask forbids (and, once
   the episode is over, every unvisited node) is hollow, a ``UNAVAILABLE_COLOUR`` outline; a visited
   node takes the colour of the route that visited it, a node served by several routes a rim of theirs;
@@ -14,6 +15,8 @@ header (``LABEL-n  step k  cost c`` plus the problem's ``drawing.header``, the s
   progress (``GAUGE_DONE_COLOUR`` once the problem says a threshold is reached);
 - the current node is filled with ``CURRENT_COLOUR`` inside a ring of that colour (at the depot only
   the ring, so the depot keeps its colour);
+- ``trips`` routes return to the depot they left, except where ``open_by`` marks open routes (no return
+  arc);
 - ``size_by`` draws node area in proportion to that field; ``ring_by`` rings each unvisited node in
   ``PENALTY_COLOUR``, the ring's width growing with that field.
 
@@ -56,10 +59,10 @@ def render_surface(problem, state, tour, cost: float, size: tuple[int, int] = (6
     outline = max(1, round(1.2 * u))
     _draw_nodes(pygame, surf, snap, drawn, pts, radii, outline, u)
     half = round(base * ss * 1.35)  # the depot's half side
-    if snap.problem.has_depot:
-        draw.depot_square(pygame, surf, pts[0], half, outline)
+    for i in np.flatnonzero(snap.depots):
+        draw.depot_square(pygame, surf, pts[i], half, outline)
     if drawn.current is not None:
-        at_depot = snap.problem.has_depot and drawn.current == 0
+        at_depot = bool(snap.depots[drawn.current])
         draw.current_mark(pygame, surf, pts[drawn.current], half * 1.45 if at_depot else radii[drawn.current], u,
                           filled=not at_depot)
     drawn_routes = [ROUTE_COLOURS[k % len(ROUTE_COLOURS)] for k, p in enumerate(drawn.paths) if len(p) > 1]
@@ -98,12 +101,12 @@ def _node_colours(snap: Snapshot, drawn: Look, i: int) -> tuple:
 
 def _draw_nodes(pygame, surf, snap: Snapshot, drawn: Look, pts: list, radii: np.ndarray, outline: int,
                 u: float) -> None:
-    """Every node but the depot: its rim of several routes, its ``ring_by`` ring, then its glyph."""
-    depot = snap.problem.has_depot
+    """Every node but the depots: its rim of several routes, its ``ring_by`` ring, then its glyph (a
+    ``kind_by`` node a triangle)."""
     ring_by = snap.problem.drawing.ring_by
     ring_field = snap.fields.get(ring_by) if ring_by else None
     for i, (p, r) in enumerate(zip(pts, radii)):
-        if depot and i == 0:
+        if snap.depots[i]:
             continue
         fill, edge = _node_colours(snap, drawn, i)
         if i in drawn.split:  # a rim in the colours of the routes that served it, one sector each
@@ -113,6 +116,8 @@ def _draw_nodes(pygame, surf, snap: Snapshot, drawn: Look, pts: list, radii: np.
             draw.penalty_ring(pygame, surf, p, r, ring_field[i] / max(float(ring_field.max()), 1e-9), outline, u)
         if i == drawn.start:
             draw.diamond(pygame, surf, p, r, outline, fill, edge)
+        elif snap.kind[i]:
+            draw.triangle(pygame, surf, p, r, outline, fill, edge, hollow=bool(drawn.hollow[i]), u=u)
         elif drawn.hollow[i]:
             draw.hollow_disc(pygame, surf, p, r, outline, fill, edge, u)
         else:

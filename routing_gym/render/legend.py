@@ -8,6 +8,7 @@ font size for every frame of a problem and size (:func:`legend_plan`).
 from __future__ import annotations
 
 import functools
+import math
 
 from ..problems import get_problem
 from ..problems.base import LegendEntry
@@ -43,7 +44,8 @@ def frame_legend(snap: Snapshot, drawn: Look | None = None) -> list[LegendEntry]
     drawn = look(snap) if drawn is None else drawn
     shown = {"depot": snap.problem.has_depot, "start": drawn.start is not None, "current": drawn.current is not None,
              "routes": any(len(p) > 1 for p in drawn.paths), "unavailable": bool(drawn.hollow.any()),
-             "size": drawn.sized, "ring": bool(drawn.ringed.any()), "split": bool(drawn.split)}
+             "size": drawn.sized, "ring": bool(drawn.ringed.any()), "split": bool(drawn.split),
+             "kind": bool(snap.kind.any())}
     out = []
     for entry in legend_entries(snap.problem):
         if entry.glyph and not shown.get(entry.glyph, False):
@@ -146,6 +148,10 @@ def _draw_glyph(pygame, surf, glyph: str, x: int, cy: int, px: int, route_colour
         sectors(pygame, surf, (round(cx), cy), r * 1.25, list(ROUTE_COLOURS[:2]))  # served by routes 1 and 2
         pygame.draw.circle(surf, PAPER_COLOUR, (round(cx), cy), round(r * 0.95))
         pygame.draw.circle(surf, ROUTE_COLOURS[1], (round(cx), cy), round(r * 0.75))
+    elif glyph == "kind":
+        h = r * 1.3
+        pygame.draw.polygon(surf, NODE_COLOUR, [(cx + h * math.cos(a), cy - h * math.sin(a))
+                                                for a in (math.pi / 2, 7 * math.pi / 6, 11 * math.pi / 6)])
     elif glyph == "routes":
         colours = route_colours[:3]
         step = _glyph_width(glyph, px) / len(colours)

@@ -59,6 +59,24 @@ def diamond(pygame, surf, p, r: float, outline: int, fill, edge) -> None:
     pygame.draw.polygon(surf, fill, [(p[0], p[1] - d), (p[0] + d, p[1]), (p[0], p[1] + d), (p[0] - d, p[1])])
 
 
+def triangle(pygame, surf, p, r: float, outline: int, fill, edge, hollow: bool, u: float) -> None:
+    """A node of a second kind: an upward triangle of the area of a disc of radius ``r`` (side ``2.7 r``) in
+    ``fill`` inside an ``edge`` outline; where ``hollow``, an ``edge``-coloured outline around ``fill`` on a
+    paper outline (as :func:`hollow_disc`)."""
+    def points(h: float) -> list:  # circumradius h, centred on p
+        return [(p[0] + h * math.cos(a), p[1] - h * math.sin(a))
+                for a in (math.pi / 2, 7 * math.pi / 6, 11 * math.pi / 6)]
+
+    h = 1.56 * r  # a triangle of side 2.7 r has about the area of the disc of radius r
+    if hollow:
+        pygame.draw.polygon(surf, PAPER_COLOUR, points(h + 2 * outline))
+        pygame.draw.polygon(surf, edge, points(h))
+        pygame.draw.polygon(surf, fill, points(max(1.0, h - 2 * max(2, round(1.6 * u)))))
+    else:
+        pygame.draw.polygon(surf, edge, points(h + 2 * outline))
+        pygame.draw.polygon(surf, fill, points(h))
+
+
 def hollow_disc(pygame, surf, p, r: float, outline: int, fill, edge, u: float) -> None:
     """A hollow node: an ``edge``-coloured circle of radius ``r`` around ``fill``, on a paper outline."""
     pygame.draw.circle(surf, PAPER_COLOUR, p, round(r + outline))

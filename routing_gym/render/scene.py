@@ -34,6 +34,9 @@ class Snapshot(NamedTuple):
     tour: list
     cost: float
     fields: dict  # the instance's and state's per-node float fields as numpy (N,) (what ``size_by`` / ``ring_by`` name)
+    depots: np.ndarray  # (N,) bool: the depots (the problem's ``depots_by``; node 0 alone where it has one)
+    kind: np.ndarray  # (N,) bool: the customers of the ``drawing.kind_by`` kind
+    open_routes: bool  # the ``drawing.open_by`` flag: trips are drawn without their return arcs
     gauge: tuple  # the problem's ``gauge(state)``: (fill fraction, text, threshold reached)
     header: str  # the problem's extra header text
 
@@ -47,28 +50,45 @@ def snapshot(problem, state, tour, cost: float, invalid: bool = False) -> Snapsh
     fields = {k: _np(v)[0] for k, v in per_node
               if hasattr(v, "dim") and v.dim() == 2 and v.shape[1] == n and v.is_floating_point()}
     drawing = problem.drawing
+    depots = np.zeros(n, dtype=bool)
+    depots[0] = problem.has_depot
+    if problem.depots_by:
+        depots = _np(_field(state, problem.depots_by))[0] != 0
+    kind = _np(_field(state, drawing.kind_by))[0] > 0 if drawing.kind_by else np.zeros(n, dtype=bool)
+    open_routes = bool(_np(_field(state, drawing.open_by))[0].any()) if drawing.open_by else False
     return Snapshot(problem=problem, locs=_np(problem.layout(state.instance))[0], mask=_np(state.mask)[0].astype(bool),
                     visited=_np(state.visited)[0].astype(bool), current=int(_np(state.current)[0]),
                     step=int(_np(state.step)[0]), done=bool(_np(state.done)[0]), invalid=bool(invalid),
-                    tour=[int(a) for a in tour], cost=float(cost), fields=fields, gauge=problem.gauge(state),
+                    tour=[int(a) for a in tour], cost=float(cost), fields=fields, depots=depots,
+                    kind=kind & ~depots, open_routes=open_routes, gauge=problem.gauge(state),
                     header=drawing.header(state) if drawing.header is not None else "")
+
+
+def _field(state, key: str):
+    """The state's field ``key``, or else its instance's."""
+    return getattr(state, key) if key in state._fields else getattr(state.instance, key)
 
 
 def routes(snap: Snapshot) -> list[list[int]]:
     """The node sequences to draw, one per colour, as the problem's ``drawing.paths`` says: ``tour`` one
-    path (closed when done), ``trips`` one per route (split at depot visits, each from and, when
-    finished, back to the depot), ``from_depot`` one from the depot."""
+    path (closed when done), ``trips`` one per route (split at depot visits, each from the depot it left
+    and back to the depot it returns to, when finished back to the depot it left; no return where
+    ``snap.open_routes``; a move from depot to depot is no route), ``from_depot`` one from the depot."""
     finished = snap.done and not snap.invalid
     kind = snap.problem.drawing.paths
     if kind == "tour":
         return [snap.tour + snap.tour[:1]] if finished and snap.tour else [list(snap.tour)]
     if kind == "trips":
-        out, cur = [], []
+        out, cur, home = [], [], int(np.argmax(snap.depots))  # the depot the route left
+        back = not snap.open_routes
         for a in snap.tour:
-            if a == 0 and cur:
-                out.append([0] + cur + [0])
-            cur = [] if a == 0 else cur + [a]
-        return out + ([[0] + cur + ([0] if finished else [])] if cur else [])
+            if snap.depots[a]:
+                if cur:
+                    out.append([home] + cur + [a] * back)
+                cur, home = [], a
+            else:
+                cur.append(a)
+        return out + ([[home] + cur + [home] * (finished and back)] if cur else [])
     if kind == "from_depot":
         return [[0] + snap.tour]
     raise ValueError(f"{snap.problem.name}: unknown drawing.paths {kind!r}")
@@ -109,8 +129,7 @@ def look(snap: Snapshot) -> Look:
     route_of = np.full(n, -1, dtype=np.int64)
     for k, path in enumerate(paths):
         route_of[path] = k % len(ROUTE_COLOURS)
-    customer = np.ones(n, dtype=bool)
-    customer[0] = not depot
+    customer = ~snap.depots
     coloured = snap.visited & (route_of >= 0)
     hollow = customer & ~coloured & ~(snap.mask & (not snap.done))
     ring_by = snap.problem.drawing.ring_by

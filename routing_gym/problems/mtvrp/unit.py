@@ -87,6 +87,7 @@ class MTVRP(Problem):
     name = "mtvrp"
     label = "MTVRP"
     has_depot = True
+    depots_by = "is_depot"
     Instance = MTVRPInstance
     min_num_nodes = 5  # a multi-depot instance keeps a customer with up to 5 depots
     variants = {"variant": Variant("all", (*VARIANTS, *generator.MIXED_VARIANTS),
@@ -120,9 +121,11 @@ class MTVRP(Problem):
                           context_nodes=("current_node", "route_depot"),
                           context_scalars=("used_capacity_linehaul", "used_capacity_backhaul", "current_time",
                                            "remaining_length", "open_route", "backhaul_class"))
-    drawing = Drawing(legend=(LegendEntry("depot", "depot"), LegendEntry("routes", "one colour per route"),
+    drawing = Drawing(legend=(LegendEntry("depot", "depot"), LegendEntry("kind", "backhaul (pickup)"),
+                              LegendEntry("routes", "one colour per route"),
                               LegendEntry("unavailable", "too late, too far or does not fit")), paths="trips",
-                      header=lambda state: variant_names(state.instance)[0],
+                      kind_by="demand_backhaul", open_by="open_route",
+                      header=lambda state: f"    {variant_names(state.instance)[0]}",
                       depot_refusal="that depot is not allowed now (a route returns to its own depot; no two "
                                     "depot moves in a row)",
                       node_refusal="node {i} does not fit, is reached too late or makes the route too long")
@@ -155,11 +158,14 @@ class MTVRP(Problem):
 
     @staticmethod
     def gauge(state) -> tuple[float, str, bool]:
-        """The renderer's footer: the route's delivered load, clock and the customers served."""
+        """The renderer's footer: the route's delivered load, clock (against its depot's closing time, where
+        finite: TW) and the customers served."""
         load = float(state.linehaul[0] + state.peak[0])
         customers = ~flags(state.is_depot[0])
         served = int((flags(state.visited[0]) & customers).sum())
-        return min(max(load, 0.0), 1.0), f"load {load:.0%}    time {float(state.time[0]):.2f}    " \
+        horizon = float(state.instance.time_windows[0, int(state.route_depot[0]), 1])
+        clock = f"{float(state.time[0]):.2f}" + (f" / {horizon:.2f}" if np.isfinite(horizon) else "")
+        return min(max(load, 0.0), 1.0), f"load {load:.0%}    time {clock}    " \
                                          f"served {served} / {int(customers.sum())}", False
 
     # ---------------------------------------------------------------------------------- instances
