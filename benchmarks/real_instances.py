@@ -1,4 +1,4 @@
-"""``routing-gym eval --decode best`` measured: the pipeline (agents/inference/pipeline.py) and its pieces on
+"""``routing-gym eval --decode best`` measured: the pipeline (agents/references/pipeline.py) and its pieces on
 real instances and on generated n = 100 test sets, at one time limit per instance on one CPU thread.
 
 Sets: the TSPLIB and CVRPLIB files of ``tests/data`` (and of ``../shared/data`` where that folder exists:
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from agents.inference.pipeline import best, construction, heuristic_start
+from agents.references.pipeline import best, construction, heuristic_start
 from agents.policies.pretrained import load_pretrained, nearest_pretrained_size
 from agents.references.solvers import solve
 from routing_gym import tsplib

@@ -1,4 +1,4 @@
-"""The best-in-a-time-limit pipeline (agents.inference.pipeline) and ``routing-gym eval --decode best --csv``:
+"""The best-in-a-time-limit pipeline (agents.references.pipeline) and ``routing-gym eval --decode best --csv``:
 never worse than its construction nor than nearest neighbour + 2-opt (each re-costed by tour_cost), within
 its time, and CSV rows whose tours re-cost to the cost printed beside them."""
 import csv
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from agents.inference.local_search import two_opt
-from agents.inference.pipeline import best, double_bridge
+from agents.references.pipeline import best, double_bridge
 from agents.inference.search import decode
 from agents.policies.pretrained import load_pretrained
 from agents.references.heuristics import construct, improve_routes, nearest_neighbour_tsp
@@ -68,3 +68,55 @@ def test_pipeline__respects_its_time_limit_roughly():
     best(policy, problem, inst, time_limit=0.5)
     elapsed = time.perf_counter() - start
     assert 0.5 <= elapsed < 2 * 0.5 + 1.5  # the budget is spent on search, overrun by at most one step
+
+
+# -- routing-gym eval --decode best --csv ------------------------------------------------------------
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_eval__best_csv_rows_of_real_instances_recost_to_the_printed_cost(tmp_path, capsys):
+    pytest.importorskip("vrplib")
+    from agents.apps.cli import main
+    from routing_gym import tsplib
+
+    files = [DATA / "eil51.tsp", DATA / "E-n22-k4.vrp"]
+    out = tmp_path / "rows.csv"
+    assert main(["eval", "--instances", *map(str, files), "--policy", "pretrained", "--decode", "best",
+                 "--time-limit", "0.2", "--csv", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    rows = read_csv(out)
+    assert [r["name"] for r in rows] == ["eil51", "E-n22-k4"]
+    for path, row in zip(files, rows):
+        real = tsplib.load(path)
+        index = {int(node_id): i for i, node_id in enumerate(real.node_ids)}
+        tour = [index[int(t)] for t in row["tour"].split()]
+        if real.problem == "cvrp":
+            tour += [0]  # the depot's id between routes; the last route returns to it
+            assert int(row["routes"]) == tour.count(0)
+        else:
+            assert sorted(tour) == list(range(len(real.node_ids)))
+        assert tsplib.cost(real, tour) == float(row["cost"])
+        assert f"| {row['name']} | {real.problem} | {row['n']} | {float(row['cost']):g} |" in printed
+        assert float(row["gap"]) == pytest.approx(tsplib.gap(real, float(row["cost"])), abs=1e-4)
+        assert 0 < float(row["seconds"]) < 0.2 + 2.0
+
+
+@pytest.mark.parametrize("name", ["tsp", "cvrp"])
+def test_eval__best_csv_rows_of_generated_instances_recost_with_tour_cost(tmp_path, capsys, name):
+    from agents.apps.cli import main
+
+    out = tmp_path / "rows.csv"
+    assert main(["eval", "--problem", name, "--num-nodes", "20", "--num-instances", "3", "--policy", "pretrained",
+                 "--decode", "best", "--time-limit", "0.05", "--csv", str(out), "--no-progress"]) == 0
+    mean = float(capsys.readouterr().out.split("mean cost ")[1].split()[0])
+    rows = read_csv(out)
+    assert [r["name"] for r in rows] == ["0", "1", "2"]
+    problem = get_problem(name)
+    inst = instances(problem, 3, 20, seed=4321)
+    for i, row in enumerate(rows):
+        tour = [int(t) for t in row["tour"].split()] + ([0] if problem.has_depot else [])
+        recost = float(tour_cost(problem, type(inst)(*(f[i:i + 1] for f in inst)), torch.tensor([tour]))[0])
+        assert recost == pytest.approx(float(row["cost"]), rel=1e-9)
+    assert sum(float(r["cost"]) for r in rows) / 3 == pytest.approx(mean, abs=1e-4)

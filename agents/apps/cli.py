@@ -4,8 +4,9 @@ Each command has its own --help, which shows every option's default. Observation
 semantics and the dataset format are described in docs/contract.md.
 
 Exit status: 0 done; 1 a run refused or stopped (an --out-dir in use or holding another run, nothing
-left to train, a diverged run); 2 a usage error (an option, value or file is wrong; nothing was done);
-130 interrupted (Ctrl-C). Each error is one line on stderr.
+left to train, a diverged run, a write that failed mid-run: a full disk, a folder made read-only); 2 a
+usage error (an option, value or file is wrong, or a file cannot be written; nothing was done, or nothing
+saved); 130 interrupted (Ctrl-C). Each error is one line on stderr.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from routing_gym.data import check_fits
 from routing_gym.problems import PROBLEMS, get_problem
 
 PROBLEM_CHOICES = sorted(PROBLEMS)
@@ -120,9 +122,36 @@ def device_name(text: str) -> str:
     return text
 
 
+def name_fits(text: str) -> Path:
+    """``text`` as a path, or ``ArgumentTypeError`` when this system cannot hold such a name (a part longer
+    than the folder's NAME_MAX, usually 255 characters, or the whole longer than PATH_MAX)."""
+    path = Path(text)
+    try:
+        path.exists()  # raises for a name too long (and for other names no file can have)
+    except OSError as e:
+        longest = max(path.parts, key=len, default="")
+        limit = name_max(path)
+        detail = f"a part of it has {len(longest)} characters, the limit here is {limit}" \
+            if len(longest) > limit else f"{len(text)} characters"
+        raise argparse.ArgumentTypeError(f"{text[:60]}...: {e.strerror or e} ({detail})" if len(text) > 80
+                                         else f"{text}: {e.strerror or e} ({detail})") from None
+    return path
+
+
+def name_max(path: Path) -> int:
+    """The longest file name the nearest existing folder above ``path`` takes (255 where unknown)."""
+    folder = path.parent
+    try:
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        return 255
+
+
 def input_file(text: str) -> str:
     """argparse type: an existing file (not a folder)."""
-    path = Path(text)
+    path = name_fits(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder, not a file")
     if not path.exists():
@@ -133,7 +162,7 @@ def input_file(text: str) -> str:
 def output_file(text: str) -> str:
     """argparse type: a file that can be written: not a folder, and not under a file; the missing folders
     above it are created before writing (:func:`make_parent`)."""
-    path = Path(text)
+    path = name_fits(text)
     if text.endswith(("/", os.sep)) or path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
     folder = path.parent
@@ -150,6 +179,7 @@ def folder_arg(text: str) -> str:
     """argparse type: a folder name, not empty (an empty one would mean the current folder)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty folder name; give one, e.g. runs/tsp20")
+    name_fits(str(Path(text) / "metrics.csv.tmp"))  # the longest name a run writes in it
     return text
 
 
@@ -299,15 +329,24 @@ def cmd_train(args) -> int:
     except KeyboardInterrupt:
         print(f"routing-gym train: interrupted (Ctrl-C); {how_to_go_on(trainer)}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except OSError as e:  # a write failed mid-run (a full disk, a folder made read-only): the run stopped
+        print(f"routing-gym train: error: {one_line(os_error_message(e))}; {how_to_go_on(trainer)}", file=sys.stderr)
+        return EXIT_REFUSED
     return 0
 
 
 def how_to_go_on(trainer) -> str:
     """After an interrupted run: where its last finished epoch is kept, and the command that continues it."""
+    from ..policies.checkpoint import load_checkpoint
+
     last = Path(trainer.cfg.out_dir) / "last.pt"
-    if not trainer.history or not last.is_file():
+    try:  # what the file holds (an epoch whose save failed or was interrupted is not in it)
+        epoch = load_checkpoint(last, kind="trainer")["epoch"] - 1 if last.is_file() else None
+    except (ValueError, KeyError, OSError):
+        epoch = None
+    if epoch is None or epoch < 0:
         return "no epoch had finished: nothing was saved, and the same command starts again"
-    return f"{last} keeps epoch {trainer.history[-1]['epoch']}: continue with routing-gym train --resume {last}"
+    return f"{last} keeps epoch {epoch}: continue with routing-gym train --resume {last}"
 
 
 def network_of_file(path: str) -> str:
@@ -321,7 +360,7 @@ def network_of_file(path: str) -> str:
 def cmd_eval(args) -> int:
     from routing_gym.data import load_dataset, save_dataset
 
-    from ..inference.search import decode, pad_tours
+    from ..inference.search import pad_tours
     from ..policies.protocol import select_rows
 
     gen = torch.Generator(device=args.device).manual_seed(args.seed)
@@ -351,21 +390,25 @@ def cmd_eval(args) -> int:
         num_nodes = next((n for n in (args.num_nodes, record.get("num_nodes")) if n is not None), None) \
             or default_num_nodes(args.policy, args.problem)
         note_variant(args.policy, args.problem, num_nodes, variant, record)
+        check_fits(args.problem, args.num_instances, num_nodes, "--num-instances", **variant)
         instances = problem.generate(args.num_instances, num_nodes, generator=torch.Generator().manual_seed(args.seed),
                                      **variant)
         source = f"{args.num_instances} seeded instances (seed {args.seed})"
     policy = load_policy(args.policy, args.problem, num_nodes, device=args.device)
     instances = instances.__class__(*(f.to(args.device) for f in instances))
-    total, costs, tours = len(instances[0]), [], []
+    total, costs, tours, seconds = len(instances[0]), [], [], []
     start = time.perf_counter()
     # --batch-size instances per call: the decoders cut their rows (instance-major) at the same places,
     # so the costs, sampled ones included, are those of a single call over all instances
+    step = min(args.batch_size, BEST_CHUNK) if args.decode == "best" else args.batch_size
     with torch.no_grad(), progress_bar(args, total, "instance") as bar:
-        for first in range(0, total, args.batch_size):
-            chunk = select_rows(instances, slice(first, first + args.batch_size))
-            found = decode(policy, problem, chunk, args.decode, **options)
+        for first in range(0, total, step):
+            chunk = select_rows(instances, slice(first, first + step))
+            began = time.perf_counter()
+            found = decode_with(args, policy, problem, chunk, options)
+            seconds += [(time.perf_counter() - began) / len(chunk[0])] * len(chunk[0])
             costs.append(found.cost)
-            if args.save:
+            if args.save or args.csv:
                 tours.append(found.tours.cpu())
             bar.update(len(chunk[0]))
     costs = torch.cat(costs)
@@ -377,9 +420,15 @@ def cmd_eval(args) -> int:
         gap = ((costs.double().cpu() - ref) / ref.abs()).mean() * 100
         line += f", gap {gap:.2f}% to ref_cost (mean {ref.mean():.4f})"
     print(line)
-    if args.save:  # the decoded tours as a labelled dataset: what train --imitate reads (self-labelling)
+    if tours:
         width = max(t.shape[1] for t in tours)  # chunks' tours differ in length
         tours = torch.cat([pad_tours(t, width) for t in tours])
+    if args.csv:
+        ref = extras.get("ref_cost")
+        write_csv(args.csv, [csv_row(str(i), num_nodes, float(costs[i]), None if ref is None else float(ref[i]),
+                                     problem.has_depot, tours[i].tolist(), range(problem.n_total_of(instances)),
+                                     seconds[i]) for i in range(total)])
+    if args.save:  # the decoded tours as a labelled dataset: what train --imitate reads (self-labelling)
         save_dataset(args.save, instances, ref_cost=costs.cpu().numpy(), ref_tours=tours.numpy())
         print(f"saved {args.save} (the instances, with the decoded costs as ref_cost and tours as ref_tours)")
     return 0
@@ -388,13 +437,13 @@ def cmd_eval(args) -> int:
 def trained_on(spec: str) -> dict:
     """What a checkpoint file ``spec`` records of its training: ``problem``, ``num_nodes`` and ``variant``
     (those it holds, of the right types); empty for a heuristic, ``pretrained`` or other files."""
-    from ..policies.checkpoint import load_checkpoint
+    from ..policies.checkpoint import NotACheckpoint, load_checkpoint
 
     if not Path(spec).is_file():
         return {}
     try:
-        ckpt = load_checkpoint(spec)
-    except ValueError:  # the reference weights of Kool et al., or a file load_policy will name
+        ckpt = load_checkpoint(spec)  # a damaged routing-gym checkpoint is refused here, naming the file
+    except NotACheckpoint:  # the reference weights of Kool et al., which load_policy reads
         return {}
     meta = ckpt.get("meta") if isinstance(ckpt.get("meta"), dict) else {}
     config = ckpt.get("config") if isinstance(ckpt.get("config"), dict) else meta.get("trainer")
@@ -453,9 +502,55 @@ def default_num_nodes(policy: str, problem: str) -> int:
 
 
 def describe_decoding(args) -> str:
+    if args.decode == "best":
+        return f"best in {args.time_limit:g} s per instance"
     temperature = f" at temperature {args.temperature:g}" if args.temperature != 1 else ""
     detail = {"sample": f" x{args.samples}{temperature}", "beam": f" width {args.beam_width}"}.get(args.decode, "")
     return args.decode + detail + (f", augment x{args.augment}" if args.augment > 1 else "")
+
+
+BEST_CHUNK = 64  # instances searched together by --decode best (its search holds copies x (N, N) per instance)
+CSV_FIELDS = ("name", "n", "cost", "reference", "gap", "routes", "seconds", "tour")
+
+
+def decode_with(args, policy, problem, instances, options):
+    """``--decode``'s tours of a batch: :func:`agents.inference.search.decode`, or for ``best`` the pipeline of
+    :mod:`agents.references.pipeline` with ``--time-limit`` seconds per instance (``.cost``, ``.tours`` either way)."""
+    if args.decode == "best":
+        from ..references.pipeline import best
+
+        return best(policy, problem, instances, args.time_limit, batch_size=args.batch_size)
+    from ..inference.search import decode
+
+    return decode(policy, problem, instances, args.decode, **options)
+
+
+def csv_row(name: str, n: int, cost: float, reference: float | None, has_depot: bool, tour: list[int],
+            ids, seconds: float) -> dict:
+    """One ``--csv`` row: ``tour`` (actions, node indices) written as node ``ids`` (a file's own; with a depot,
+    the depot's id between routes, none before the first or after the last), ``routes`` counted (TSP: 1)."""
+    ids = list(ids)
+    if has_depot:
+        tour = [a for i, a in enumerate(tour) if a != 0 or (0 < i and tour[i - 1] != 0)]  # no empty routes
+        while tour and tour[-1] == 0:
+            tour.pop()
+    else:
+        tour = tour[:len(ids)]
+    gap = None if reference is None else 100.0 * (cost - reference) / abs(reference)
+    return {"name": name, "n": n, "cost": f"{cost:.10g}", "reference": "" if reference is None else f"{reference:.10g}",
+            "gap": "" if gap is None else f"{gap:.4f}", "routes": count_routes(torch.tensor(tour)) if has_depot else 1,
+            "seconds": f"{seconds:.3f}", "tour": " ".join(str(ids[a]) for a in tour)}
+
+
+def write_csv(path: str, rows: list[dict]) -> None:
+    import csv
+
+    make_parent(path)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {path} ({len(rows)} rows)")
 
 
 def eval_real_instances(args, options) -> int:
@@ -470,8 +565,6 @@ def eval_real_instances(args, options) -> int:
     import glob
 
     from routing_gym import tsplib
-
-    from ..inference.search import decode
 
     if importlib.util.find_spec("vrplib") is None:
         raise ModuleNotFoundError("reading TSPLIB / VRPLIB files needs vrplib: pip install 'routing-gym[data]' "
@@ -513,11 +606,13 @@ def eval_real_instances(args, options) -> int:
                              f"problem from each file: drop --problem")
         policy = policy_for(problem_name, get_problem(problem_name).size_of(instance))
         instance = type(instance)(*(f.to(args.device) for f in instance))
+        began = time.perf_counter()
         with torch.no_grad():
-            decoded["tours"] = decode(policy, get_problem(problem_name), instance, args.decode, **options).tours
+            decoded["tours"] = decode_with(args, policy, get_problem(problem_name), instance, options).tours
+        decoded["seconds"] = time.perf_counter() - began
         return decoded["tours"]
 
-    rows, skipped = [], []
+    rows, skipped, csv_rows = [], [], []
     start = time.perf_counter()
     with progress_bar(args, len(paths), "file") as bar:
         for p in paths:
@@ -532,6 +627,12 @@ def eval_real_instances(args, options) -> int:
             else:
                 if row["problem"] == "cvrp":
                     row["routes"], row["vehicles"] = count_routes(decoded["tours"]), vehicle_count(p, row["name"])
+                if args.csv:
+                    real = tsplib.load(p, table=table)
+                    seq = tsplib.episode(real, tsplib.tour_nodes(real, decoded["tours"]))
+                    csv_rows.append(csv_row(row["name"], row["n"], row["cost"], row["reference"],
+                                            get_problem(real.problem).has_depot, seq, real.node_ids.tolist(),
+                                            decoded["seconds"]))
                 rows.append(row)
             bar.update()
     if not rows:
@@ -542,6 +643,8 @@ def eval_real_instances(args, options) -> int:
     print(f"{args.policy} {describe_decoding(args)}: {len(rows)} instance(s) in {elapsed:.2f} s"
           + (f"; {len(skipped)} file(s) skipped: {', '.join(Path(p).name for p, _ in skipped)}" if skipped else ""))
     print(instances_table(rows))
+    if args.csv:
+        write_csv(args.csv, csv_rows)
     for r in rows:
         if r.get("vehicles") is not None and r["routes"] != r["vehicles"]:
             print(f"note: {r['name']}: {r['routes']} routes where its reference is for exactly k = {r['vehicles']} "
@@ -622,6 +725,7 @@ def cmd_solve(args) -> int:
     else:
         if args.num_nodes is None:
             raise ValueError("solve needs --num-nodes (or --dataset)")
+        check_fits(args.problem, args.num_instances, args.num_nodes, "--num-instances", **variant)
         instances = problem.generate(args.num_instances, args.num_nodes,
                                      generator=torch.Generator().manual_seed(args.seed), **variant)
     num_nodes = problem.size_of(instances)
@@ -835,8 +939,14 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--limit", type=positive_int, help="with --dataset: only its first LIMIT instances")
     e.add_argument("--seed", type=seed_int, default=4321,
                    help="seed of the generated test set (the trainer validates on seed 1234, kept apart)")
-    e.add_argument("--decode", choices=("greedy", "sample", "beam", "multistart"), default="greedy",
-                   help="sample = best of --samples; multistart = every start node (POMO)")
+    e.add_argument("--decode", choices=("greedy", "sample", "beam", "multistart", "best"), default="greedy",
+                   help="sample = best of --samples; multistart = every start node (POMO); best = the best "
+                   "tour of the policy's multi-start x 8 and nearest neighbour + 2-opt, improved by local search "
+                   "for --time-limit seconds per instance (agents/references/pipeline.py)")
+    e.add_argument("--time-limit", type=positive_float, default=2.0, help="seconds per instance with --decode best")
+    e.add_argument("--csv", type=output_file, help="write one row per instance to this CSV: name (a generated "
+                   "instance's index), n, cost (a file's own units), reference, gap, routes, seconds and the tour "
+                   "(node ids, space separated: a file's own ids; with a depot, the depot between routes)")
     e.add_argument("--samples", type=positive_int, default=1280, help="samples per instance with --decode sample")
     e.add_argument("--temperature", type=positive_float, default=1.0,
                    help="softmax temperature of --decode sample (below 1 sharper, above 1 flatter)")
@@ -925,6 +1035,9 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except UsageError as e:
         print(one_line(str(e)), file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as e:  # a name no file can have, met by an option's check
+        print(f"routing-gym: error: {one_line(os_error_message(e))}", file=sys.stderr)
         return EXIT_USAGE
     try:
         check_not_input(args)

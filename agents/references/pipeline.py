@@ -31,10 +31,10 @@ from torch import Tensor
 from routing_gym.problems import get_problem, tour_cost
 from routing_gym.problems.base import replay
 
+from ..inference.local_search import Move, exchange, improve, pad_like, two_opt
+from ..inference.search import NUM_AUGMENTATIONS, Copies, best_of_copies, pad_tours
 from ..policies.protocol import Policy, select_rows
-from ..references.heuristics import construct, improve_routes
-from .local_search import Move, exchange, improve, pad_like, two_opt
-from .search import NUM_AUGMENTATIONS, Copies, best_of_copies, pad_tours
+from .heuristics import construct, improve_routes
 
 SHORTEST_BLOCK = 4  # a double bridge's blocks are longer than or-opt's (1-3 nodes), which would move them back
 MIN_PERTURBED = 2 * SHORTEST_BLOCK + 2  # nodes a tour needs for a double bridge: the first, two blocks, one more
