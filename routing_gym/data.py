@@ -27,6 +27,30 @@ from .problems import get_problem
 
 REFERENCES = ("ref_cost", "ref_tours")
 MAX_READ_BYTES = 2**31  # array data read from one dataset, at most (2 GiB)
+MAX_GENERATED_BYTES = 2**32  # instances generated at once, at most (4 GiB)
+
+
+def instance_bytes(problem: str, num_nodes: int, **variant) -> int:
+    """Bytes one generated instance of ``num_nodes`` takes, measured on three small ones (every field
+    grows at most as N^2, an ATSP's matrix) without generating one of ``num_nodes``."""
+    core = get_problem(problem)
+    import torch
+
+    sizes = (2, 4, 6)
+    measured = [sum(t.element_size() * t.numel() for t in core.generate(
+        1, n, generator=torch.Generator().manual_seed(0), **variant)) for n in sizes]
+    coefficients = np.polyfit(sizes, measured, 2)
+    return max(int(round(float(np.polyval(coefficients, num_nodes)))), 1)
+
+
+def check_fits(problem: str, count: int, num_nodes: int, what: str, **variant) -> None:
+    """``ValueError`` (naming ``what``, the memory it would take and :data:`MAX_GENERATED_BYTES`) when
+    ``count`` generated instances of ``num_nodes`` would take more than the limit."""
+    per = instance_bytes(problem, num_nodes, **variant)
+    if count * per > MAX_GENERATED_BYTES:
+        raise ValueError(f"{what} {count}: {get_problem(problem).label}-{num_nodes} instances would take "
+                         f"{count * per / 2**30:.1f} GiB; instances generated at once are limited to "
+                         f"{MAX_GENERATED_BYTES / 2**30:g} GiB: at most {MAX_GENERATED_BYTES // per:,} of this size")
 
 
 def instance_keys(problem) -> tuple[str, ...]:
@@ -51,8 +75,10 @@ def save_dataset(path: str | os.PathLike, instances, **references: np.ndarray) -
         with tmp.open("wb") as f:
             np.savez_compressed(f, **arrays, **refs)
         os.replace(tmp, path)
-    except BaseException:  # a failed or interrupted write leaves the previous file and no temporary one
+    except BaseException as e:  # a failed or interrupted write leaves the previous file and no temporary one
         tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.errno is not None:  # named as the file asked for, not the temporary one
+            raise type(e)(e.errno, e.strerror or str(e), str(path)) from None
         raise
 
 

@@ -431,6 +431,9 @@ def read_table(source: Mapping[str, float] | str | os.PathLike) -> dict[str, flo
             values = json.loads(text)
         except ValueError as e:
             raise ValueError(f"{path}: not a readable JSON file: {e}") from None
+        except RecursionError:  # Python's parser recurses once per level
+            raise ValueError(f"{path}: JSON nested too deeply to read (a reference table is one object of "
+                             "name: value)") from None
         if not isinstance(values, dict):
             raise ValueError(f"{path}: a reference table must be a JSON object of name: value")
         return {str(k): positive(v, f"{path}: the value of {k!r}") for k, v in values.items()}

@@ -286,3 +286,122 @@ def test_checkpoint__wrong_types_are_one_line_naming_the_file_and_entry(trained,
                 expected = "does not describe a valid attention model"
             refused_in_one_line(capsys, argv, str(bad), expected)
         assert not (tmp_path / "o.pt").exists()
+
+
+# -- bounded memory: counts and model sizes refused before any allocation -------------------------------
+@pytest.mark.parametrize("argv,says", [
+    (["eval", "--problem", "tsp", "--policy", "nearest", "--num-nodes", "5", "--num-instances", "1000000000"],
+     "--num-instances 1000000000: TSP-5 instances would take 37.3 GiB; instances generated at once are limited to 4 GiB"),
+    (["solve", "--problem", "atsp", "--method", "lkh", "--num-nodes", "2000", "--num-instances", "1000"],
+     "--num-instances 1000: ATSP-2000 instances would take 14.9 GiB"),
+    (["train", "--num-nodes", "5", "--embed-dim", "100000"],
+     "embed_dim=100000 would have 190,309,201,536 parameters; the limit is 200,000,000"),
+    (["train", "--num-nodes", "5", "--val-size", "1000000000"], "--val-size 1000000000: TSP-5 instances"),
+])
+def test_cli__too_much_memory_is_refused_saying_the_limit(tmp_path, capsys, argv, says):
+    out = ["--out-dir", str(tmp_path / "r")] if argv[0] == "train" else []
+    refused_in_one_line(capsys, argv + out + ["--no-progress"], says)
+    assert not (tmp_path / "r").exists()
+
+
+def test_compare__too_many_instances_is_refused_before_generating():
+    from agents.apps.compare import compare_problem
+    with pytest.raises(ValueError, match="--num-instances 1000000000: TSP-20 instances would take"):
+        compare_problem("tsp", 20, 10**9, seed=0)
+
+
+# -- every fault one sentence: full disk, read-only folder, deep JSON, long names ------------------------
+def full_disk(path):
+    """The next write of ``path``'s temporary file fails with ENOSPC: it is a link to /dev/full."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to("/dev/full")
+    return tmp
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+def test_checkpoint__a_full_disk_is_an_oserror_naming_the_file_and_nothing_is_lost(tmp_path):
+    import torch
+    from agents.policies.checkpoint import load_checkpoint, save_checkpoint
+    path = tmp_path / "last.pt"
+    save_checkpoint(path, kind="trainer", payload={"epoch": 1, "model": {"w": torch.zeros(10)}})
+    before = path.read_bytes()
+    tmp = full_disk(path)
+    with pytest.raises(OSError, match=r"No space left on device.*last\.pt'$") as info:
+        save_checkpoint(path, kind="trainer", payload={"epoch": 2, "model": {"w": torch.zeros(100_000)}})
+    assert info.value.filename == str(path) and not os.path.lexists(tmp)
+    assert path.read_bytes() == before and load_checkpoint(path)["epoch"] == 1
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+@pytest.mark.parametrize("fault", ["full disk", "read-only folder"])
+def test_train__a_write_failing_mid_run_stops_it_in_one_line_keeping_the_last_epoch(tmp_path, capsys, monkeypatch,
+                                                                                   fault):
+    import errno
+    from agents.apps.cli import main as cli
+    from agents.policies import checkpoint
+    from agents.policies.checkpoint import load_checkpoint
+    out = tmp_path / "r"
+    argv = ["train", *TINY_TRAIN, "--out-dir", str(out)]
+    assert cli(argv) == 0
+    save = checkpoint.save_checkpoint
+
+    def failing(path, **kwargs):
+        if fault == "full disk":
+            full_disk(Path(path))
+        else:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return save(path, **kwargs)
+
+    monkeypatch.setattr("agents.training.reinforce.save_checkpoint", failing)
+    before = (out / "last.pt").read_bytes()
+    capsys.readouterr()
+    assert cli(["train", "--resume", str(out / "last.pt"), "--epochs", "2", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    reason = "No space left on device" if fault == "full disk" else "Permission denied"
+    assert f"{out}/best.pt: {reason}" in err or f"{out}/last.pt: {reason}" in err
+    assert f"{out / 'last.pt'} keeps epoch 0: continue with routing-gym train --resume {out / 'last.pt'}" in err
+    assert (out / "last.pt").read_bytes() == before and load_checkpoint(out / "last.pt")["epoch"] == 1
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+    monkeypatch.undo()
+    assert cli(["train", "--resume", str(out / "last.pt"), "--epochs", "2", "--no-progress"]) == 0
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+def test_eval_save__a_full_disk_is_one_line_and_leaves_no_file(tmp_path, capsys):
+    save = tmp_path / "d.npz"
+    full_disk(save)
+    refused_in_one_line(capsys, ["eval", "--problem", "tsp", "--policy", "nearest", "--num-nodes", "5",
+                                 "--num-instances", "4", "--save", str(save), "--no-progress"],
+                        f"{save}: No space left on device")
+    assert not os.path.lexists(save) and not os.path.lexists(tmp_path / "d.npz.tmp")
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"a": ' * 100_000 + "1" + "}" * 100_000])
+def test_reference_table__deeply_nested_json_is_one_sentence(tmp_path, capsys, text):
+    table = tmp_path / "deep.json"
+    table.write_text(text)
+    with pytest.raises(ValueError, match="deep.json: JSON nested too deeply"):
+        tsplib.read_table(table)
+    refused_in_one_line(capsys, ["eval", "--policy", "nearest", "--instances", str(DATA / "eil51.tsp"),
+                                 "--reference-table", str(table)], "deep.json: JSON nested too deeply")
+
+
+@pytest.mark.parametrize("argv", [
+    ["eval", "--problem", "tsp", "--policy", "nearest", "--num-nodes", "5", "--save", "{long}.npz"],
+    ["eval", "--problem", "tsp", "--policy", "nearest", "--dataset", "{long}.npz"],
+    ["eval", "--policy", "nearest", "--instances", "{long}.tsp"],
+    ["eval", "--policy", "nearest", "--instances", str(DATA / "eil51.tsp"), "--reference-table", "{long}.json"],
+    ["eval", "--policy", "{long}.pt", "--problem", "tsp", "--num-nodes", "5"],
+    ["train", "--num-nodes", "5", "--out-dir", "{long}"],
+    ["train", "--resume", "{long}/last.pt"],
+    ["solve", "--problem", "tsp", "--num-nodes", "5", "--save", "{long}.npz"],
+    ["render", "--problem", "tsp", "--num-nodes", "5", "--out", "{long}.gif"],
+    ["export", "--checkpoint", "{long}.pt", "--out", "x.pt"],
+])
+def test_cli__a_300_character_file_name_is_one_line_naming_the_option_or_file(tmp_path, capsys, argv):
+    long = str(tmp_path / ("x" * 300))
+    err = refused_in_one_line(capsys, [a.format(long=long) for a in argv] + ["--no-progress"][:argv[0] != "export"])
+    assert "File name too long" in err and ("argument --" in err or "x" * 40 in err)
+    assert os.listdir(tmp_path) == []

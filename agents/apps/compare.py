@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from routing_gym.data import check_fits
 from routing_gym.problems import PROBLEMS, get_problem, tour_cost
 from routing_gym.render import format_cost
 
@@ -51,6 +52,7 @@ def compare_problem(problem_name: str, num_nodes: int, num_instances: int, seed:
     if isinstance(num_instances, bool) or not isinstance(num_instances, int) or num_instances < 1:
         raise ValueError(f"num_instances must be a positive integer, got {num_instances!r}")
     problem = get_problem(problem_name)
+    check_fits(problem_name, num_instances, num_nodes, "--num-instances")
     instances = problem.generate(num_instances, num_nodes, generator=torch.Generator().manual_seed(seed))
     policy = load_pretrained(problem_name, num_nodes)
     methods = [(LABELS[h], lambda h=h: heuristic_tours(problem, instances, h)) for h in heuristics_for(problem)]

@@ -37,7 +37,8 @@ def save_checkpoint(path: str | os.PathLike, *, kind: str, payload: dict[str, An
     """Write a checkpoint atomically (see the module docstring); its folder is created if missing.
 
     Raises:
-        OSError: ``path`` is a folder, or it cannot be written (naming the path); no temporary file is left.
+        OSError: ``path`` is a folder, or it cannot be written (a full disk, a read-only folder: naming
+            ``path``, not the temporary file); no temporary file is left, and an earlier ``path`` is intact.
     """
     path = Path(path)
     if path.is_dir():
@@ -45,11 +46,19 @@ def save_checkpoint(path: str | os.PathLike, *, kind: str, payload: dict[str, An
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     try:
-        torch.save({"format": FORMAT, "version": VERSION, "kind": kind, **payload}, tmp)
+        with tmp.open("wb") as f:  # through Python's file: a failed write (a full disk) is an OSError saying so
+            torch.save({"format": FORMAT, "version": VERSION, "kind": kind, **payload}, f)
         os.replace(tmp, path)
-    except BaseException:  # a failed or interrupted write leaves no temporary file behind
+    except BaseException as e:  # a failed or interrupted write leaves no temporary file behind
         tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise renamed(e, path) from None
         raise
+
+
+def renamed(e: OSError, path: Path) -> OSError:
+    """``e`` (raised writing a temporary file) as the same error about ``path``, the file the user named."""
+    return type(e)(e.errno, e.strerror or str(e), str(path)) if e.errno is not None else e
 
 
 def load_checkpoint(path: str | os.PathLike, *, kind: str | None = None, map_location: Any = "cpu") -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import torch
 from torch import nn
 
 from .attention_model import AttentionModel, AttentionModelConfig
@@ -13,10 +14,13 @@ POLICIES = {  # name: (model class, its config class)
     "attention": (AttentionModel, AttentionModelConfig),
     "pointer": (PointerNetwork, PointerNetworkConfig),
 }
+MAX_PARAMETERS = 200_000_000  # a policy larger than this (800 MB of float32, 2.4 GB more for Adam) is refused
 
 
 def build_policy(name: str, model_config: dict) -> nn.Module:
-    """The policy ``name`` (a key of :data:`POLICIES`) built from its config fields."""
+    """The policy ``name`` (a key of :data:`POLICIES`) built from its config fields; ``ValueError`` (naming
+    the settings and the limit) for one above :data:`MAX_PARAMETERS` parameters, counted before any memory
+    is taken."""
     if name not in POLICIES:
         raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {name!r}")
     model, config = POLICIES[name]
@@ -24,7 +28,14 @@ def build_policy(name: str, model_config: dict) -> nn.Module:
     if unknown:
         raise ValueError(f"the {name} policy has no setting {', '.join(unknown)}; its settings: "
                          f"{', '.join(f.name for f in dataclasses.fields(config) if f.name != 'problem')}")
-    return model(config(**model_config))
+    settings = config(**model_config)
+    with torch.device("meta"):  # shapes only: a model too large to build is counted, not allocated
+        count = sum(p.numel() for p in model(settings).parameters())
+    if count > MAX_PARAMETERS:
+        given = ", ".join(f"{k}={v}" for k, v in model_config.items() if k != "problem")
+        raise ValueError(f"the {name} policy with {given} would have {count:,} parameters; the limit is "
+                         f"{MAX_PARAMETERS:,} (lower --embed-dim, --ff-hidden or --n-layers)")
+    return model(settings)
 
 
 def network_of(policy: nn.Module) -> str:

@@ -35,7 +35,7 @@ from torch import Tensor, nn
 from torch import distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from routing_gym.data import load_dataset
+from routing_gym.data import check_fits, load_dataset
 from routing_gym.problems import get_problem
 
 from ..inference.device import parse_device
@@ -107,6 +107,9 @@ class Trainer:
                 torch.manual_seed(config.seed)
                 policy = build_policy(config.policy, dict(config.model, problem=config.problem))
         self.rank, self.world_size = world()
+        for flag, count in (("--batch-size", config.batch_size), ("--eval-size", config.eval_size),
+                            ("--val-size", config.val_size)):  # refused before any memory is taken
+            check_fits(config.problem, count, config.num_nodes, flag, **config.variant)
         self.val_set, self.val_ref = self._validation_set()
         for name, size in (("batch_size", config.batch_size), ("eval_size", config.eval_size),
                            ("validation set", self.val_set[0].shape[0])):
@@ -648,11 +651,17 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
     the previous file). Columns in order of first appearance; a row without one leaves it empty."""
     header = list(dict.fromkeys(key for row in rows for key in row)) or ["epoch"]
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=header, restval="")
-        w.writeheader()
-        w.writerows(rows)
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=header, restval="")
+            w.writeheader()
+            w.writerows(rows)
+        os.replace(tmp, path)
+    except BaseException as e:  # a failed write (a full disk) leaves the previous file, no temporary one
+        tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.errno is not None:
+            raise type(e)(e.errno, e.strerror or str(e), str(path)) from None
+        raise
 
 
 def _read_history(path: Path, epochs: int) -> list[dict]:
