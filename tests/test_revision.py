@@ -5,10 +5,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from agents.inference.revision import SYMMETRIES, mirror, normalise, path_length, revise
+from agents.inference.revision import SYMMETRIES, mirror, normalise, path_length, revise, windows
 from agents.policies.attention_model import AttentionModel, AttentionModelConfig
 from agents.policies.pretrained import load_policy_file
-from routing_gym.problems import CVRP, TSP, tour_cost
+from agents.references.heuristics import heuristic_tours
+from routing_gym.problems import CVRP, OP, TSP, tour_cost
 
 TRAINED = [p for p in (Path(__file__).parents[1] / "agents/weights/shpp20.pt",
                        Path(__file__).parents[1] / "runs/first/shpp20/best.pt") if p.is_file()]
@@ -28,6 +29,18 @@ def instances(batch, n, seed=0):
 def random_tours(batch, n, seed=0):
     gen = torch.Generator().manual_seed(seed)
     return torch.stack([torch.randperm(n, generator=gen) for _ in range(batch)])
+
+
+def routes(tour):
+    """The customer sets of a depot-problem tour's routes, sorted."""
+    out, cur = [], []
+    for a in tour.tolist() + [0]:
+        if a == 0:
+            out += [sorted(cur)] if cur else []
+            cur = []
+        else:
+            cur.append(a)
+    return sorted(out)
 
 
 # -- the window map ---------------------------------------------------------------------------------
@@ -54,6 +67,14 @@ def test_mirror__the_eight_symmetries_keep_path_lengths():
     lengths = path_length(images, order)
     assert torch.allclose(lengths, lengths[:, :1].expand(-1, 8), atol=1e-6)
     assert len({tuple(images[0, k].flatten().tolist()) for k in range(8)}) == 8
+
+
+@pytest.mark.parametrize("phase, expected", [(0, [(0, 3), (3, 3), (7, 3)]), (1, [(1, 3), (4, 3)])])
+def test_windows__cut_at_fixed_positions_and_every_window_edges(phase, expected):
+    fixed = torch.tensor([[1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1]], dtype=torch.bool)  # two stretches: 7 and 3 edges
+    row, start, size = windows(fixed, phase, 3)  # windows of fewer than 3 edges (one inner node) left out
+    assert row.tolist() == [0] * len(expected)
+    assert list(zip(start.tolist(), size.tolist())) == expected
 
 
 # -- the revision -------------------------------------------------------------------------------------
@@ -110,14 +131,39 @@ def test_revise__nothing_to_do_returns_the_input(tiny):
 
 
 def test_revise__refuses_what_it_cannot_revise(tiny):
-    with pytest.raises(ValueError, match="closed tours"):
-        inst = CVRP.generate(2, 10, generator=torch.Generator().manual_seed(0))
-        revise(tiny, CVRP, inst, torch.zeros(2, 20, dtype=torch.long))
+    with pytest.raises(ValueError, match="closed tours or routes"):
+        inst = OP.generate(2, 10, generator=torch.Generator().manual_seed(0))
+        revise(tiny, OP, inst, torch.zeros(2, 20, dtype=torch.long))
     inst = instances(2, 10)
     with pytest.raises(ValueError, match="augment"):
         revise(tiny, TSP, inst, random_tours(2, 10), augment=9)
     with pytest.raises(ValueError):  # not a tour: tour_cost refuses it
         revise(tiny, TSP, inst, torch.zeros(2, 10, dtype=torch.long))
+
+
+# -- routes -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n, window", [(30, 20), (40, 4)])
+def test_revise__routes_keep_their_customers_and_are_never_worse(tiny, n, window):
+    inst = CVRP.generate(5, n, generator=torch.Generator().manual_seed(n))
+    tours = heuristic_tours(CVRP, inst, "random", generator=torch.Generator().manual_seed(n))
+    before, given = tour_cost(CVRP, inst, tours), tours.clone()
+    revised, cost = revise(tiny, CVRP, inst, tours, window=window, rounds=6, augment=2)
+    assert torch.equal(tours, given)
+    assert torch.equal(cost, tour_cost(CVRP, inst, revised))  # tour_cost validates the tours (capacity)
+    assert bool((cost <= before).all()) and bool((cost < before).any())
+    for i in range(5):
+        assert routes(revised[i]) == routes(tours[i])
+
+
+def test_revise__routes_batch_equals_one_by_one(tiny):
+    inst = CVRP.generate(4, 25, generator=torch.Generator().manual_seed(3))
+    tours = heuristic_tours(CVRP, inst, "random", generator=torch.Generator().manual_seed(3))
+    batch, cost = revise(tiny, CVRP, inst, tours, window=6, rounds=5)
+    for i in range(4):
+        one = type(inst)(*(f[i:i + 1] for f in inst))
+        single, single_cost = revise(tiny, CVRP, one, tours[i:i + 1], window=6, rounds=5)
+        assert torch.equal(single[0, :batch.shape[1]], batch[i]) and not bool(single[0, batch.shape[1]:].any())
+        assert torch.equal(single_cost[0], cost[i])
 
 
 @pytest.mark.skipif(not TRAINED, reason="no trained SHPP-20 model: neither agents/weights/shpp20.pt nor "

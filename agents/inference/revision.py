@@ -1,18 +1,23 @@
 """Revision of long tours by a small model trained on short paths (GLOP, LCP): windows of a tour re-solved as
 shortest-Hamiltonian-path (SHPP) instances, each new path kept only where it is strictly shorter.
 
-A round cuts every tour, from position ``offset``, into windows of ``window + 1`` consecutive nodes (a window's
-first and last node fixed, ``window - 1`` between; the windows of a round share only their ends, and the
-``N mod window`` positions left over stay as they are). Each window becomes an SHPP-``window`` instance: its
-start first, its end last, its coordinates moved into the unit square by an affine map that keeps ratios of
-distances (translated to the window's bounding box's corner, divided by the box's larger side). Every window
-of every tour is decoded in one batch by the SHPP policy (greedy, on ``augment`` mirror images of the window,
-plus ``samples`` sampled paths); a window takes the shortest of its new paths where that is shorter, in the
-tour's own coordinates, than its current path. The next round moves the offset by ``window // 2``; a tour
-stops once two rounds in a row improved none of its windows (each offset met again with the tour unchanged
-would decode the same), or when ``rounds`` or ``time_limit`` end.
+A round cuts every tour into windows of up to ``window`` edges (``window + 1`` consecutive nodes, the first
+and last fixed; the windows of a round share only their ends). A TSP tour is cut from position ``offset``
+all round, the last window shorter where ``window`` does not divide N; a depot problem's routes (CVRP) are
+revised route by route, each cut at the depot and at every ``window`` edges from ``offset`` modulo
+``window``, so no customer changes route and every load stays. Each window becomes an SHPP-``window``
+instance: its start first, its end last (a shorter window padded with copies of its end), its coordinates
+moved into the unit square by an affine map that keeps ratios of distances (translated to the window's
+bounding box's corner, divided by the box's larger side). Every window of every tour is decoded in one batch
+by the SHPP policy (greedy, on ``augment`` mirror images of the window, plus ``samples`` sampled paths); a
+window takes the shortest of its new paths where that is shorter, in the tour's own coordinates, than its
+current path. The next round moves the offset by ``window // 2``; a tour stops once two rounds in a row
+improved none of its windows (each offset met again with the tour unchanged would decode the same), or when
+``rounds`` or ``time_limit`` end. The result is replayed through the problem unit and kept only where
+feasible and cheaper.
 
-Dimension names: B batch, N nodes, K windows per tour, W = window + 1 nodes per window, A paths per window.
+Dimension names: B batch, N nodes, L positions of a sequence, R windows of a batch, W = window + 1 nodes per
+window, A paths per window.
 """
 from __future__ import annotations
 
@@ -23,9 +28,10 @@ import torch
 from torch import Tensor
 
 from routing_gym.problems import get_problem, tour_cost
-from routing_gym.problems.base import as_tours, distance
+from routing_gym.problems.base import as_tours, distance, replay
 from routing_gym.problems.shpp import SHPPInstance
 
+from .local_search import giant_actions, pad_like, with_depot
 from .rollout import make_env, rollout
 
 EPS = 1e-9  # a new path must be shorter than the current one by more than this (float64 lengths)
@@ -79,31 +85,71 @@ def decode_paths(policy, locs: Tensor, *, augment: int, samples: int,
     return torch.cat(found, dim=1)[:, :, : w - 2]  # the last action is the end
 
 
-def revise_round(policy, locs: Tensor, tours: Tensor, offset: int, window: int, *, augment: int, samples: int,
-                 generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
-    """One round on closed tours (B, N) of coordinates ``locs`` (B, N, 2), windows from position ``offset``:
-    ``(tours (B, N), improved (B,) bool)``."""
-    b, n = tours.shape
-    dev = tours.device
-    k = n // window
-    pos = (offset + torch.arange(k, device=dev)[:, None] * window + torch.arange(window + 1, device=dev)) % n
-    nodes = tours[:, pos]  # (B, K, W) the windows' nodes, in tour order
-    rows = torch.arange(b, device=dev)[:, None, None]
-    win_locs = locs[rows, nodes]  # (B, K, W, 2)
-    inner = decode_paths(policy, normalise(win_locs).flatten(0, 1).float(), augment=augment, samples=samples,
-                         generator=generator)  # (B * K, A, W - 2)
-    a = inner.shape[1]
-    first = torch.zeros_like(inner[..., :1])
-    orders = torch.cat([first, inner, torch.full_like(first, window)], dim=-1).view(b, k, a, window + 1)
-    current = path_length(win_locs, torch.arange(window + 1, device=dev).expand(b, k, -1))  # (B, K)
-    length = path_length(win_locs[:, :, None].expand(-1, -1, a, -1, -1), orders)  # (B, K, A)
-    best, pick = length.min(dim=-1)
-    better = best < current - EPS  # (B, K)
-    order = orders.gather(2, pick[:, :, None, None].expand(-1, -1, 1, window + 1)).squeeze(2)  # (B, K, W)
-    new_nodes = torch.where(better[..., None], nodes.gather(2, order), nodes)
-    revised = tours.clone()
-    revised[torch.arange(b, device=dev)[:, None], pos[:, 1:-1].reshape(-1)] = new_nodes[:, :, 1:-1].flatten(1)
-    return revised, better.any(dim=1)
+def windows(fixed: Tensor, phase: int, window: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The windows of sequences whose positions ``fixed`` (B, L) bool (both ends among them) stay in place:
+    a window ends at each fixed position and, within a stretch between two, at each position whose offset
+    from the stretch's start is ``phase`` modulo ``window``. ``(row, start, size)`` (R,) of the R windows
+    with two inner positions or more (``size``: edges, at most ``window``)."""
+    length = fixed.shape[1]
+    pos = torch.arange(length, device=fixed.device)
+    from_start = pos - torch.where(fixed, pos, 0).cummax(dim=1).values  # (B, L) 0 at fixed positions
+    cut = fixed | (from_start % window == phase % window)
+    after = torch.where(cut, pos, length).flip(1).cummin(1).values.flip(1)  # the first cut >= p
+    nxt = torch.cat([after[:, 1:], torch.full_like(after[:, :1], length)], dim=1)  # the first cut > p
+    row, start = (cut & (nxt - pos >= 3) & (nxt < length)).nonzero().unbind(1)
+    return row, start, nxt[row, start] - start
+
+
+def revise_round(policy, locs: Tensor, seq: Tensor, fixed: Tensor, phase: int, window: int, *, augment: int,
+                 samples: int, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+    """One round on node sequences ``seq`` (B, L) of coordinates ``locs`` (B, N, 2), positions ``fixed``
+    (B, L) in place, windows cut at ``phase`` (:func:`windows`): ``(seq (B, L), improved (B,) bool)``.
+
+    A window of ``size`` < ``window`` edges is padded to W nodes with copies of its end, placed just before
+    it; a decoded path drops them, which makes it no longer (the triangle inequality)."""
+    b, length = seq.shape
+    dev = seq.device
+    row, start, size = windows(fixed, phase, window)  # (R,)
+    improved = torch.zeros(b, dtype=torch.bool, device=dev)
+    if row.numel() == 0:
+        return seq, improved
+    slot = torch.arange(window + 1, device=dev)  # (W,) the local node ids
+    nodes = seq[row[:, None], start[:, None] + torch.minimum(slot, size[:, None])]  # (R, W) pads = the end
+    win_locs = locs[row[:, None], nodes]  # (R, W, 2)
+    inner = decode_paths(policy, normalise(win_locs).float(), augment=augment, samples=samples,
+                         generator=generator)  # (R, A, W - 2)
+    r, a = inner.shape[:2]
+    ends = torch.zeros_like(inner[..., :1])
+    orders = torch.cat([ends, inner, ends + window], dim=-1)  # (R, A, W)
+    is_pad = (orders >= size[:, None, None]) & (orders < window)
+    orders = orders.gather(-1, is_pad.long().sort(dim=-1, stable=True).indices)  # pads after the end: 0 long
+    length_of = path_length(win_locs[:, None].expand(-1, a, -1, -1), orders)  # (R, A)
+    best, pick = length_of.min(dim=1)
+    better = best < path_length(win_locs, slot.expand(r, -1)) - EPS  # (R,)
+    order = orders[torch.arange(r, device=dev), pick]  # (R, W): start, the inner nodes, end, pads
+    keep = better[:, None] & (slot[None, 1:] < size[:, None])  # (R, W - 1) inner slots of improved windows
+    at = (start[:, None] + slot[None, 1:])[keep]
+    revised = seq.clone()
+    revised[row[:, None].expand_as(keep)[keep], at] = nodes.gather(1, order[:, 1:])[keep]
+    return revised, improved.index_put((row,), better, accumulate=True)
+
+
+def closed_tour_round(policy, locs: Tensor, tours: Tensor, offset: int, window: int, **kwargs) -> tuple[Tensor, Tensor]:
+    """A round on closed tours (B, N): the tour from position ``offset``, closed by its first node, both ends
+    fixed, windows of ``window`` edges from there."""
+    n = tours.shape[1]
+    seq = tours.roll(-offset, dims=1)
+    seq = torch.cat([seq, seq[:, :1]], dim=1)
+    pos = torch.arange(n + 1, device=tours.device)
+    fixed = ((pos == 0) | (pos == n)).expand_as(seq)
+    revised, improved = revise_round(policy, locs, seq, fixed, 0, window, **kwargs)
+    return revised[:, :-1].roll(offset, dims=1), improved
+
+
+def routes_round(policy, locs: Tensor, seq: Tensor, offset: int, window: int, **kwargs) -> tuple[Tensor, Tensor]:
+    """A round on giant tours (B, L) (``0, route, 0, route, ..., 0``): the depot visits fixed, each route cut
+    into windows ``offset`` modulo ``window`` edges from its start."""
+    return revise_round(policy, locs, seq, seq == 0, offset, window, **kwargs)
 
 
 @torch.no_grad()
@@ -115,10 +161,13 @@ def revise(policy, problem, instances, tours, *, window: int = 20, rounds: int =
     Args:
         policy: a policy of the protocol for ``"shpp"`` (an attention model trained on SHPP-``window``, say;
             put in evaluation mode here).
-        problem: the problem unit or its name; tours over all nodes without a depot (TSP).
+        problem: the problem unit or its name: a closed tour over Euclidean nodes (TSP), or routes from a
+            depot (node 0) serving every customer (CVRP), revised route by route (no customer changes route).
         instances: a batch of B instances with ``locs`` (B, N, 2).
-        tours: (B, N) feasible tours (:func:`~routing_gym.problems.tour_cost` validates them).
-        window: the SHPP size n of the windows: ``window + 1`` consecutive nodes each, at most N - 1.
+        tours: (B, S) feasible tours in the env's action format (:func:`~routing_gym.problems.tour_cost`
+            validates them: ``ValueError`` for an infeasible one).
+        window: the SHPP size n of the windows: ``window + 1`` consecutive nodes each (shorter ones, at a
+            route's or a TSP tour's end, padded), at most N - 1.
         rounds: rounds at most (each decodes every still-improving tour's windows in one batch).
         time_limit: seconds after which no round starts (None: none); the batch shares it.
         augment: greedy paths per window, on its first ``augment`` images under the square's 8 symmetries.
@@ -126,20 +175,28 @@ def revise(policy, problem, instances, tours, *, window: int = 20, rounds: int =
         device: where the policy runs (None: the tours' device); tours and costs come back on the tours' device.
 
     Returns:
-        ``(tours (B, N) int64, cost (B,) float64)``: every tour a permutation of the nodes no longer than the
-        input (each window's path replaced only by a strictly shorter one), ``cost`` its ``tour_cost``.
+        ``(tours (B, S') int64, cost (B,) float64)``: each tour the revised one where that replays feasible and
+        strictly cheaper, else the input (every window's path replaced only by a strictly shorter one);
+        ``cost`` its ``tour_cost``. TSP: S' = N; routes: the giant tour's actions, padded with the depot.
     """
     problem = get_problem(problem)
-    if problem.has_depot or problem.profits is not None or problem.policy.coordinates is None:
-        raise ValueError(f"revise works on closed tours over Euclidean nodes (TSP), not on {problem.name}")
+    if problem.profits is not None or problem.policy.coordinates is None:
+        raise ValueError(f"revise works on closed tours or routes over Euclidean nodes (TSP, CVRP), not on "
+                         f"{problem.name}")
     if not 1 <= augment <= len(SYMMETRIES) or samples < 0 or rounds < 0:
         raise ValueError(f"augment must lie in 1..8, samples and rounds be >= 0; got {augment}, {samples}, {rounds}")
     tours = as_tours(instances, tours)
     start_cost = tour_cost(problem, instances, tours)
     home = tours.device
     device = home if device is None else torch.device(device)
-    locs, seq = instances.locs.to(device), tours.to(device).clone()  # the input stays as given
-    b, n = seq.shape
+    locs = instances.locs.to(device)
+    if problem.has_depot:
+        seq = with_depot(giant_actions(with_depot(pad_like(tours.to(device), tours.shape[1] + 2, True))))
+        one_round = routes_round
+    else:
+        seq = tours.to(device).clone()  # the input stays as given
+        one_round = closed_tour_round
+    b, n = seq.shape[0], locs.shape[1]
     window = min(window, n - 1)
     if window < 3:  # no window holds two inner nodes to reorder
         return tours, start_cost
@@ -152,11 +209,13 @@ def revise(policy, problem, instances, tours, *, window: int = 20, rounds: int =
         idx = (stale < STALE_ROUNDS).nonzero().squeeze(1)
         if idx.numel() == 0 or (deadline is not None and time.monotonic() > deadline):
             break
-        revised, improved = revise_round(policy, locs[idx], seq[idx], (r * step) % n, window, augment=augment,
-                                         samples=samples, generator=generator)
+        revised, improved = one_round(policy, locs[idx], seq[idx], (r * step) % n, window, augment=augment,
+                                      samples=samples, generator=generator)
         seq[idx] = revised
         stale[idx] = torch.where(improved, 0, stale[idx] + 1)
-    seq = seq.to(home)
-    cost = tour_cost(problem, instances, seq)
-    keep = cost < start_cost  # never worse, whatever the float32 replay says of equal lengths
-    return torch.where(keep[:, None], seq, tours), torch.where(keep, cost, start_cost)
+    revised = giant_actions(seq) if problem.has_depot else seq
+    width = max(tours.shape[1], revised.shape[1])
+    tours, revised = pad_like(tours, width, problem.has_depot), pad_like(revised.to(home), width, problem.has_depot)
+    cost, feasible, _ = replay(problem, instances, revised)
+    keep = feasible & (cost < start_cost)  # never worse, whatever the float32 replay says of equal lengths
+    return torch.where(keep[:, None], revised, tours), torch.where(keep, cost.double(), start_cost)
