@@ -13,6 +13,15 @@ from gymnasium.utils import seeding
 
 INVALID_ACTION_MODES = ("terminate", "raise")
 DEFAULT_NUM_NODES = 20
+MAX_RENDER_SIDE = 8192  # pixels: a larger frame (8192 x 8192 x 3 is 200 MB) is refused
+
+
+def check_render_size(size: tuple[int, int]) -> tuple[int, int]:
+    """``size`` (``(W, H)``, already checked by the renderer's ``frame_size``), or ``ValueError`` when a
+    side is above :data:`MAX_RENDER_SIDE`."""
+    if max(size) > MAX_RENDER_SIDE:
+        raise ValueError(f"render_size must be at most {MAX_RENDER_SIDE} pixels a side, got {size}")
+    return size
 
 
 def check_flag(value: Any, name: str) -> bool:

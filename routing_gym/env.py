@@ -9,8 +9,8 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from .common import (INVALID_ACTION_MODES, check_choice, check_flag, check_seed, observation_space, resolve_num_nodes,
-                     seeded_generator, sized_classes)
+from .common import (INVALID_ACTION_MODES, check_choice, check_flag, check_render_size, check_seed, observation_space,
+                     resolve_num_nodes, seeded_generator, sized_classes)
 from .problems import PROBLEMS, step
 from .problems.base import compiled
 from .render import frame_size
@@ -49,7 +49,7 @@ class RoutingEnv(gym.Env):
         self.n_total = self.problem.num_nodes_total(self.num_nodes)
         self.invalid_action = invalid_action
         self.render_mode = render_mode
-        self.render_size = frame_size(render_size)
+        self.render_size = check_render_size(frame_size(render_size))
         self.compile = check_flag(compile, "compile")
         self._step = compiled(step, "cpu", self.problem) if self.compile else step
         self._variant = self.problem.check_variant(variant)
@@ -237,7 +237,7 @@ replay buffers can store it; the tour itself is ``info["tour"][info["tour"] >= 0
 - ``invalid_action``: ``"terminate"`` (default; a masked action ends the episode with the reward of
   Rewards and ``info["invalid_action"] = True``) or ``"raise"`` (``ValueError`` naming the allowed
   actions; the state is unchanged).
-- ``render_size``: ``(width, height)`` of the frames, integers of at least 64 pixels, default ``(600, 600)``.
+- ``render_size``: ``(width, height)`` of the frames, integers from 64 to 8192 pixels, default ``(600, 600)``.
 - ``compile``: ``True`` steps the dynamics compiled with ``torch.compile`` (the first step compiles, for
   seconds, and needs a C++ compiler; later steps run about 2x faster on the CPU); default ``False``.
 

@@ -16,8 +16,8 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from torch import Tensor
 
-from .common import (INVALID_ACTION_MODES, check_choice, check_flag, check_seed, observation_space, resolve_num_nodes,
-                     seeded_generator, sized_classes)
+from .common import (INVALID_ACTION_MODES, check_choice, check_flag, check_render_size, check_seed, observation_space,
+                     resolve_num_nodes, seeded_generator, sized_classes)
 from .problems import PROBLEMS, step
 from .problems.base import compiled, finish, is_allowed, native_array
 from .problems.masks import flags
@@ -226,7 +226,7 @@ class RoutingVectorEnv(VectorEnv):
             penalty and ``info["invalid_action"]``) or ``"raise"`` (every action checked: a host synchronisation).
         max_episode_steps: truncation after this many steps of an episode (a positive integer), or None.
         render_mode: None or ``"rgb_array"``: ``render()`` draws one frame per sub-env.
-        render_size: ``(width, height)`` of the frames, integers of at least 64 pixels, default ``(600, 600)``.
+        render_size: ``(width, height)`` of the frames, integers from 64 to 8192 pixels, default ``(600, 600)``.
         compile: ``True`` steps with :func:`advance_and_renew` compiled by ``torch.compile`` (the first step
             of a shape compiles; results equal the eager step's up to float rounding). Default ``False``.
         **variant: the problem's options (its ``variants``); an unknown one raises ``TypeError``.
@@ -260,7 +260,7 @@ class RoutingVectorEnv(VectorEnv):
         self.device = resolve_device(device)
         self.compile = check_flag(compile, "compile")
         self._advance = self._stepper()
-        self.render_size = frame_size(render_size)
+        self.render_size = check_render_size(frame_size(render_size))
         self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": ["rgb_array"], "render_fps": 4}
         self._variant = self.problem.check_variant(variant)
         self.single_observation_space = observation_space(self.problem, self.n_total)

@@ -405,3 +405,26 @@ def test_cli__a_300_character_file_name_is_one_line_naming_the_option_or_file(tm
     err = refused_in_one_line(capsys, [a.format(long=long) for a in argv] + ["--no-progress"][:argv[0] != "export"])
     assert "File name too long" in err and ("argument --" in err or "x" * 40 in err)
     assert os.listdir(tmp_path) == []
+
+
+# -- bounded drawing -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("size", [(100_000, 100_000), (600, 8193)])
+def test_env__render_size_above_the_limit_is_refused_naming_it(size):
+    import gymnasium as gym
+    with pytest.raises(ValueError, match=r"render_size must be at most 8192 pixels a side"):
+        gym.make("routing/TSP-20", render_size=size)
+    env = gym.make("routing/TSP-20", render_size=(8192, 64))
+    assert env.unwrapped.render_size == (8192, 64)
+
+
+def test_vector_env__render_size_above_the_limit_is_refused_naming_it():
+    import gymnasium as gym
+    with pytest.raises(ValueError, match=r"render_size must be at most 8192 pixels a side"):
+        gym.make_vec("routing/TSP-20", num_envs=2, vectorization_mode="vector_entry_point",
+                     render_size=(100_000, 100_000))
+
+
+def test_render__too_many_nodes_is_refused_before_rolling_out(tmp_path, capsys):
+    refused_in_one_line(capsys, ["render", "--problem", "tsp", "--num-nodes", "20000", "--policy", "nearest",
+                                 "--out", str(tmp_path / "r.gif")], "--num-nodes 20000", "limited to 1000 nodes")
+    assert not (tmp_path / "r.gif").exists()

@@ -140,6 +140,9 @@ def run_episode(policy: Policy, problem_name: str, num_nodes: int, seed: int, si
         env.close()
 
 
+MAX_RECORD_NODES = 1000  # customers (TSP: nodes) a recording takes
+
+
 def record(problem_name: str, num_nodes: int, policies: list, seed: int, out: str | None, fps: int = 4,
            size: tuple[int, int] = (600, 600), **variant: Any) -> dict[str, float]:
     """Roll out each policy on the same instance (``reset(seed=seed)``) and save or show the frames.
@@ -166,9 +169,16 @@ def record(problem_name: str, num_nodes: int, policies: list, seed: int, out: st
 
     Returns:
         ``{policy name: cost}``; a repeated name gets ``#2``, ``#3``, ...
+
+    Raises:
+        ValueError: no policies, or ``num_nodes`` above :data:`MAX_RECORD_NODES` (a frame per step, each
+            drawing every node: the work grows as N^2).
     """
     if not policies:
         raise ValueError("record needs at least one policy")
+    if num_nodes > MAX_RECORD_NODES:
+        raise ValueError(f"--num-nodes {num_nodes}: a recording draws a frame per step, each with every node; "
+                         f"it is limited to {MAX_RECORD_NODES} nodes (it would take minutes beyond)")
     picture = out is not None and check_writer(str(out)) == "pygame"  # a .png: the final frame only
     single = len(policies) == 1
     names, runs = [], []
