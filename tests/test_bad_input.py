@@ -428,3 +428,15 @@ def test_render__too_many_nodes_is_refused_before_rolling_out(tmp_path, capsys):
     refused_in_one_line(capsys, ["render", "--problem", "tsp", "--num-nodes", "20000", "--policy", "nearest",
                                  "--out", str(tmp_path / "r.gif")], "--num-nodes 20000", "limited to 1000 nodes")
     assert not (tmp_path / "r.gif").exists()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+@pytest.mark.parametrize("name", ["r.gif", "r.png"])
+def test_render__a_full_disk_is_one_line_and_keeps_the_earlier_picture(tmp_path, capsys, name):
+    pytest.importorskip("pygame")
+    out = tmp_path / name
+    out.write_bytes(b"an earlier picture")
+    (tmp_path / f"r.tmp{out.suffix}").symlink_to("/dev/full")
+    refused_in_one_line(capsys, ["render", "--problem", "tsp", "--num-nodes", "5", "--policy", "nearest",
+                                 "--out", str(out)], f"{out}: ")
+    assert out.read_bytes() == b"an earlier picture" and sorted(os.listdir(tmp_path)) == [name]

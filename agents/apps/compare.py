@@ -111,7 +111,7 @@ def picture(problems: list[str], num_nodes: int, seed: int, out: str | Path, siz
     from routing_gym.render import side_by_side
 
     from ..inference.rollout import env_policy
-    from .visual import builtin_policy, run_episode
+    from .visual import builtin_policy, run_episode, written_atomically
 
     strips = []
     for name in problems:
@@ -123,4 +123,4 @@ def picture(problems: list[str], num_nodes: int, seed: int, out: str | Path, siz
             frames.append(episode.frames[-1])
             captions.append(f"{get_problem(name).label}-{num_nodes} {label}: {format_cost(episode.costs[-1])}")
         strips.append(side_by_side(frames, captions))
-    Image.fromarray(np.concatenate(strips, axis=0)).save(out)
+    written_atomically(str(out), Image.fromarray(np.concatenate(strips, axis=0)).save)

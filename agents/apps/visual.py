@@ -9,10 +9,12 @@ The command line (``routing-gym render`` / ``routing-gym play``) calls :func:`re
 """
 from __future__ import annotations
 
+import errno
 import importlib.util
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -262,11 +264,31 @@ def check_writer(path: str) -> str:
     raise ValueError(f"unknown format {ext or path!r}: use .gif or .mp4, or .png for the final frame")
 
 
-def write_png(frame: np.ndarray, path: str) -> str:
-    """Write one (H, W, 3) uint8 frame to ``path`` as PNG; returns the path."""
-    pygame = import_pygame()
-    pygame.image.save(pygame.surfarray.make_surface(np.ascontiguousarray(frame.transpose(1, 0, 2))), path)
+def written_atomically(path: str, write: Callable[[str], Any]) -> str:
+    """``write(name)`` to a temporary name beside ``path`` (its suffix kept: the writers choose the format
+    by it), then renamed into place: a failed write (a full disk) leaves any earlier ``path`` whole and no
+    partial file, and is an ``OSError`` naming ``path`` (the writers' own errors, pygame's and ffmpeg's
+    RuntimeErrors, included). Returns ``path``."""
+    target = Path(path)
+    tmp = target.with_name(f"{target.stem}.tmp{target.suffix}")
+    try:
+        write(str(tmp))
+        os.replace(tmp, target)
+    except BaseException as e:
+        tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.errno is not None:
+            raise type(e)(e.errno, e.strerror or str(e), str(path)) from None
+        if isinstance(e, RuntimeError):
+            raise OSError(errno.EIO, f"cannot write the picture ({e})", str(path)) from None
+        raise
     return path
+
+
+def write_png(frame: np.ndarray, path: str) -> str:
+    """Write one (H, W, 3) uint8 frame to ``path`` as PNG (:func:`written_atomically`); returns the path."""
+    pygame = import_pygame()
+    surface = pygame.surfarray.make_surface(np.ascontiguousarray(frame.transpose(1, 0, 2)))
+    return written_atomically(path, lambda name: pygame.image.save(surface, name))
 
 
 def write_video(frames: list[np.ndarray], path: str, fps: int = 4) -> str:
@@ -275,6 +297,11 @@ def write_video(frames: list[np.ndarray], path: str, fps: int = 4) -> str:
     lib = check_writer(path)
     if lib == "pygame":  # a still picture: the last frame
         return write_png(frames[-1], path)
+    return written_atomically(path, lambda name: write_frames(frames, name, lib, fps))
+
+
+def write_frames(frames: list[np.ndarray], path: str, lib: str, fps: int) -> None:
+    """:func:`write_video`'s writing, by the library ``lib`` (:func:`check_writer`)."""
     step_ms = round(1000 / fps)
     hold_ms = max(step_ms, round(FINAL_HOLD_S * 1000))
     if lib == "pillow":
@@ -300,7 +327,6 @@ def write_video(frames: list[np.ndarray], path: str, fps: int = 4) -> str:
             for _ in range(k):
                 writer.send(data)
         writer.close()
-    return path
 
 
 def _quit_requested(pygame, event) -> bool:
