@@ -242,7 +242,7 @@ def check_file(path: Path) -> None:
         raise FileNotFoundError(f"{path} does not exist")
     kind = "a FIFO (named pipe)" if path.is_fifo() else "a socket" if path.is_socket() else "a device" \
         if path.is_block_device() or path.is_char_device() else "not a regular file"
-    raise ValueError(f"{path} is {kind}, not a regular file")
+    raise ValueError(f"{path}: {kind}, not a regular file")
 
 
 def mask_eof(text: str) -> str:

@@ -114,7 +114,7 @@ def test_tsplib__a_folder_or_fifo_is_named_as_what_it_is(tmp_path):
     with pytest.raises(IsADirectoryError, match="dir.tsp is a folder"):
         tsplib.load(tmp_path / "dir.tsp")
     os.mkfifo(tmp_path / "pipe.tsp")
-    with pytest.raises(ValueError, match="pipe.tsp is a FIFO"):  # and never opened (that would block)
+    with pytest.raises(ValueError, match="pipe.tsp: a FIFO"):  # and never opened (that would block)
         tsplib.load(tmp_path / "pipe.tsp")
     with pytest.raises(FileNotFoundError, match="none.tsp does not exist"):
         tsplib.load(tmp_path / "none.tsp")
@@ -440,3 +440,31 @@ def test_render__a_full_disk_is_one_line_and_keeps_the_earlier_picture(tmp_path,
     refused_in_one_line(capsys, ["render", "--problem", "tsp", "--num-nodes", "5", "--policy", "nearest",
                                  "--out", str(out)], f"{out}: ")
     assert out.read_bytes() == b"an earlier picture" and sorted(os.listdir(tmp_path)) == [name]
+
+
+@pytest.mark.parametrize("error", [
+    RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: you tried to "
+                 "allocate 40000000000 bytes. Error code 12 (Cannot allocate memory)"),
+    MemoryError(),
+])
+def test_cli__running_out_of_memory_anyway_is_one_line_exit_2(monkeypatch, capsys, error):
+    from routing_gym.problems import get_problem
+
+    def allocate(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(get_problem("tsp"), "generate", allocate)
+    refused_in_one_line(capsys, ["eval", "--problem", "tsp", "--policy", "nearest", "--num-nodes", "5",
+                                 "--no-progress"], "routing-gym eval: error: out of memory", "--batch-size")
+
+
+def test_cli__other_runtime_errors_are_not_taken_for_memory(monkeypatch):
+    from agents.apps.cli import main as cli
+    from routing_gym.problems import get_problem
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(get_problem("tsp"), "generate", broken)
+    with pytest.raises(RuntimeError, match="a bug"):
+        cli(["eval", "--problem", "tsp", "--policy", "nearest", "--num-nodes", "5", "--no-progress"])
