@@ -100,8 +100,9 @@ CVRP_BODY = ("CAPACITY : 10\nNODE_COORD_SECTION\n1 0 0\n2 0 10\n3 0 20\n4 10 0\n
 
 
 def test_eval__cvrp_routes_against_the_files_vehicle_count(tmp_path, capsys):
-    """CVRPLIB's values are for exactly k vehicles (the name's -kK, or the COMMENT's "No of trucks");
-    the env's fleet is unlimited, so the table reports the routes used and a note explains a mismatch."""
+    """CVRPLIB's values are for exactly k vehicles (the name's -kK, or the COMMENT's "No of trucks"); the table
+    reports the routes used, and a note explains a mismatch (here k = 1 cannot carry the demand, so the plain
+    decoding stands)."""
     pytest.importorskip("vrplib")
     named = tmp_path / "T-n5-k1.vrp"  # two routes are needed (total demand 20, capacity 10)
     named.write_text(CVRP_HEADER.format(name="T-n5-k1", comment="k in the name") + CVRP_BODY)
@@ -439,3 +440,17 @@ def test_train__network_size_options_set_the_model_and_are_checked(tmp_path, cap
     refused(capsys, ["train", "--resume", str(out / "last.pt"), "--n-layers", "2"], "not --n-layers")
     refused(capsys, TRAIN + ["--init-from", str(out / "last.pt"), "--embed-dim", "16", "--out-dir", str(tmp_path / "z")],
             "init_from takes its model settings")
+
+
+def test_eval__cvrplib_files_keep_to_their_fleet_where_the_plain_decoding_does_not(capsys):
+    """A CVRPLIB file whose name gives k is decoded again under the fixed-fleet CVRP where the plain decoding
+    used more than k routes; --no-fleet keeps the plain decoding."""
+    pytest.importorskip("vrplib")
+    path = str(Path(__file__).parent / "data" / "E-n51-k5.vrp")
+    # random play returns to the depot whenever it may: 50 routes unless the fleet's mask forbids returns
+    assert main(["eval", "--policy", "random", "--instances", path, "--no-progress"]) == 0
+    fleet = capsys.readouterr().out
+    assert "| 5 (k = 5) |" in fleet and "note:" not in fleet
+    assert main(["eval", "--policy", "random", "--instances", path, "--no-fleet", "--no-progress"]) == 0
+    plain = capsys.readouterr().out
+    assert "(k = 5)" in plain and "| 5 (k = 5) |" not in plain and "note: E-n51-k5" in plain

@@ -5,8 +5,9 @@ semantics and the dataset format are described in docs/contract.md.
 
 Exit status: 0 done; 1 a run refused or stopped (an --out-dir in use or holding another run, nothing
 left to train, a diverged run, a write that failed mid-run: a full disk, a folder made read-only); 2 a
-usage error (an option, value or file is wrong, or a file cannot be written; nothing was done, or nothing
-saved); 130 interrupted (Ctrl-C). Each error is one line on stderr.
+usage error (an option, value or file is wrong, or a file cannot be written, or a value too large for
+this machine's memory; nothing was done, or nothing saved); 130 interrupted (Ctrl-C). Each error is one
+line on stderr.
 """
 from __future__ import annotations
 
@@ -321,6 +322,7 @@ def cmd_train(args) -> int:
         if args.out_dir is None:
             config = dataclasses.replace(config, out_dir=f"runs/{config.problem}{config.num_nodes}")
         trainer = Trainer(config)
+    first_epoch = trainer.epoch
     try:
         trainer.fit(progress=not args.no_progress, overwrite=args.overwrite)
     except (FileExistsError, NothingLeft, TrainingDiverged) as e:
@@ -330,6 +332,8 @@ def cmd_train(args) -> int:
         print(f"routing-gym train: interrupted (Ctrl-C); {how_to_go_on(trainer)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except OSError as e:  # a write failed mid-run (a full disk, a folder made read-only): the run stopped
+        if trainer.epoch == first_epoch:  # before any training: the folder cannot be used (a usage error)
+            raise
         print(f"routing-gym train: error: {one_line(os_error_message(e))}; {how_to_go_on(trainer)}", file=sys.stderr)
         return EXIT_REFUSED
     return 0
@@ -605,10 +609,16 @@ def eval_real_instances(args, options) -> int:
             raise ValueError(f"a {problem_name} file, not {args.problem} (--problem); --instances reads the "
                              f"problem from each file: drop --problem")
         policy = policy_for(problem_name, get_problem(problem_name).size_of(instance))
+        fleet = None if args.no_fleet or problem_name != "cvrp" else fleet_of(decoded["real"])
         instance = type(instance)(*(f.to(args.device) for f in instance))
         began = time.perf_counter()
         with torch.no_grad():
             decoded["tours"] = decode_with(args, policy, get_problem(problem_name), instance, options).tours
+            if fleet is not None and count_routes(decoded["tours"]) > int(fleet.num_vehicles[0]):
+                # more routes than the file's k: decoded again under the fixed-fleet CVRP's mask (same observation
+                # keys), which keeps to k routes where it can
+                fleet = type(fleet)(*(f.to(args.device) for f in fleet))
+                decoded["tours"] = decode_with(args, policy, get_problem("cvrpmvc"), fleet, options).tours
         decoded["seconds"] = time.perf_counter() - began
         return decoded["tours"]
 
@@ -617,6 +627,7 @@ def eval_real_instances(args, options) -> int:
     with progress_bar(args, len(paths), "file") as bar:
         for p in paths:
             try:
+                decoded["real"] = tsplib.load(p, table=table)
                 row, = tsplib.evaluate([p], tours, table=table)
             except (ValueError, OSError) as e:  # this file's fault (or the policy's on it): the others go on
                 message = os_error_message(e) if isinstance(e, OSError) else one_line(str(e))
@@ -626,7 +637,7 @@ def eval_real_instances(args, options) -> int:
                     say(f"routing-gym eval: skipped {p}: {reason}")
             else:
                 if row["problem"] == "cvrp":
-                    row["routes"], row["vehicles"] = count_routes(decoded["tours"]), vehicle_count(p, row["name"])
+                    row["routes"], row["vehicles"] = count_routes(decoded["tours"]), tsplib.fleet_size(p)
                 if args.csv:
                     real = tsplib.load(p, table=table)
                     seq = tsplib.episode(real, tsplib.tour_nodes(real, decoded["tours"]))
@@ -648,32 +659,27 @@ def eval_real_instances(args, options) -> int:
     for r in rows:
         if r.get("vehicles") is not None and r["routes"] != r["vehicles"]:
             print(f"note: {r['name']}: {r['routes']} routes where its reference is for exactly k = {r['vehicles']} "
-                  "vehicles; routing-gym's CVRP has no limit on the routes, so its cost and gap are not those of a "
+                  "vehicles (the decoding under the fixed fleet, cvrpmvc, could not keep to k either, or --no-fleet "
+                  "was given), so its cost and gap are not those of a "
                   "k-vehicle solution (with more routes, a cost below a proven optimum is possible)")
     return 0
+
+
+def fleet_of(real):
+    """A CVRPLIB file's fixed-fleet instance (:func:`routing_gym.tsplib.fleet_instance`), or None where it states
+    no k or its k cannot carry the demand (the plain decoding stands; the table's note says so)."""
+    from routing_gym import tsplib
+
+    try:
+        return tsplib.fleet_instance(real)
+    except ValueError:
+        return None
 
 
 def count_routes(tours) -> int:
     """Routes in a CVRP tour (one row of actions; 0 is the depot, and 0 or -1 pads the end): runs of customers."""
     seq = [int(a) for a in torch.as_tensor(tours).reshape(-1).tolist()]
     return sum(1 for i, a in enumerate(seq) if a > 0 and (i == 0 or seq[i - 1] <= 0))
-
-
-VEHICLES_IN_NAME = re.compile(r"-k(\d+)$", re.I)  # CVRPLIB's names: E-n51-k5 has 5 vehicles
-VEHICLES_IN_COMMENT = re.compile(r"\bno\.?\s+of\s+(?:trucks|vehicles)\s*[:=]?\s*(\d+)", re.I)  # "Min no of trucks: 5"
-
-
-def vehicle_count(path: str, name: str) -> int | None:
-    """The vehicle count k a CVRP file's reference value is for: the ``-kK`` ending its name, else a
-    "No of trucks: K" in its COMMENT line; None when it states none."""
-    match = VEHICLES_IN_NAME.search(name)
-    if match:
-        return int(match.group(1))
-    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
-        if line.strip().upper().startswith("COMMENT"):
-            match = VEHICLES_IN_COMMENT.search(line)
-            return int(match.group(1)) if match else None
-    return None
 
 
 def instances_table(rows: list[dict]) -> str:
@@ -956,6 +962,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="TSPLIB .tsp / VRPLIB .vrp files (or patterns): a table of costs in the files' units and "
                    "gaps; a file that cannot be evaluated is skipped and named (the command fails only if none "
                    "can be); --policy pretrained uses the shipped model of the nearest size")
+    e.add_argument("--no-fleet", action="store_true",
+                   help="with --instances: CVRPLIB files whose name or COMMENT gives a fleet k (E-n51-k5) are decoded "
+                        "again with at most k routes (the fixed-fleet CVRP, cvrpmvc) where the plain decoding used more, "
+                        "unless this is given")
     e.add_argument("--reference-table", type=input_file,
                    help="with --instances: optimal/best-known costs by name (JSON, CSV, 'name value')")
     e.add_argument("--batch-size", type=positive_int, default=1000, help="rows decoded at a time")
@@ -1049,8 +1059,19 @@ def main(argv: list[str] | None = None) -> int:
         message = str(e)
     except OSError as e:
         message = os_error_message(e)
+    except (MemoryError, RuntimeError) as e:  # torch's allocators: too much for this machine, one line
+        if not out_of_memory(e):
+            raise
+        message = (f"out of memory ({one_line(str(e))[:160]}): lower --batch-size, --num-instances, --num-nodes "
+                   "or the model's size")
     print(f"routing-gym {args.command}: error: {one_line(message)}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def out_of_memory(e: BaseException) -> bool:
+    """Whether ``e`` is an allocation that failed (Python's, torch's CPU or CUDA allocator)."""
+    return isinstance(e, (MemoryError, torch.OutOfMemoryError)) or any(
+        words in str(e) for words in ("can't allocate memory", "out of memory"))
 
 
 if __name__ == "__main__":
