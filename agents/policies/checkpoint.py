@@ -104,6 +104,14 @@ def check_archive(path: Path) -> None:
                          "after it was written)")
 
 
+def is_metrics_row(row: Any) -> bool:
+    """Whether ``row`` is a trainer's metrics row: a dict with a whole ``epoch`` and a numeric ``val_cost``."""
+    def number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return isinstance(row, dict) and number(row.get("epoch")) and row["epoch"] == int(row["epoch"]) \
+        and number(row.get("val_cost"))
+
+
 def field_problem(key: str, value: Any) -> str | None:
     """What is wrong with a checkpoint entry (see :data:`FIELDS`), or None."""
     want = FIELDS.get(key)
@@ -115,8 +123,8 @@ def field_problem(key: str, value: Any) -> str | None:
             return f"must be a {want.__name__}, got a {got}"
         if key == "model" and not all(isinstance(v, torch.Tensor) for v in value.values()):
             return "must map parameter names to tensors"
-        if key == "history" and not all(isinstance(row, dict) for row in value):
-            return "must be a list of metrics rows (dicts)"
+        if key == "history" and not all(is_metrics_row(row) for row in value):
+            return "must be a list of metrics rows (dicts with a whole 'epoch' and a numeric 'val_cost')"
         return None
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if isinstance(want, int):
