@@ -8,8 +8,8 @@ import torch
 from agents.inference.revision import SYMMETRIES, mirror, normalise, path_length, revise, windows
 from agents.policies.attention_model import AttentionModel, AttentionModelConfig
 from agents.policies.pretrained import load_policy_file
-from agents.references.heuristics import heuristic_tours
-from routing_gym.problems import CVRP, OP, TSP, tour_cost
+from agents.references.heuristics import applicable, heuristic_tours
+from routing_gym.problems import CVRP, OP, PROBLEMS, TSP, tour_cost
 
 TRAINED = [p for p in (Path(__file__).parents[1] / "agents/weights/shpp20.pt",
                        Path(__file__).parents[1] / "runs/first/shpp20/best.pt") if p.is_file()]
@@ -164,6 +164,21 @@ def test_revise__routes_batch_equals_one_by_one(tiny):
         single, single_cost = revise(tiny, CVRP, one, tours[i:i + 1], window=6, rounds=5)
         assert torch.equal(single[0, :batch.shape[1]], batch[i]) and not bool(single[0, batch.shape[1]:].any())
         assert torch.equal(single_cost[0], cost[i])
+
+
+@pytest.mark.parametrize("name", sorted(PROBLEMS))
+def test_revise__never_worse_on_every_problem_it_accepts(tiny, name):
+    problem = PROBLEMS[name]
+    if problem.profits is not None or problem.policy.coordinates is None:
+        with pytest.raises(ValueError, match="closed tours or routes"):
+            revise(tiny, problem, None, None)
+        return
+    inst = problem.generate(4, 12, generator=torch.Generator().manual_seed(0))
+    heuristic = "random" if "random" in applicable(problem) else applicable(problem)[0]
+    tours = heuristic_tours(problem, inst, heuristic, generator=torch.Generator().manual_seed(1))
+    revised, cost = revise(tiny, problem, inst, tours, window=5, rounds=4)
+    assert torch.equal(cost, tour_cost(problem, inst, revised))  # validated by the unit's own dynamics
+    assert bool((cost <= tour_cost(problem, inst, tours)).all())
 
 
 @pytest.mark.skipif(not TRAINED, reason="no trained SHPP-20 model: neither agents/weights/shpp20.pt nor "

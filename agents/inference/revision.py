@@ -163,6 +163,8 @@ def revise(policy, problem, instances, tours, *, window: int = 20, rounds: int =
             put in evaluation mode here).
         problem: the problem unit or its name: a closed tour over Euclidean nodes (TSP), or routes from a
             depot (node 0) serving every customer (CVRP), revised route by route (no customer changes route).
+            Other depot problems without profits are accepted, but a revised tour that breaks their own
+            rules (time windows, pickup before delivery) is dropped whole: their input comes back.
         instances: a batch of B instances with ``locs`` (B, N, 2).
         tours: (B, S) feasible tours in the env's action format (:func:`~routing_gym.problems.tour_cost`
             validates them: ``ValueError`` for an infeasible one).
