@@ -247,3 +247,13 @@ def test_repair__trims_long_op_tours_and_tops_up_pctsp_prize():
     tours, n = repair(PCTSP, pc, torch.tensor([[1, 0, 0]]))
     assert n == 1 and math.isfinite(tour_cost(PCTSP, pc, tours).item())
     assert set(tours[0].tolist()) == {0, 1, 2}
+
+
+def test_solve__exact_shows_progress_per_chunk(capsys):
+    """``solve --method exact`` (Held-Karp) reports its progress as its chunks finish, as the other methods do."""
+    done = []
+    locs = instances(TSP, 5, 6, seed=1).locs
+    cost, _ = held_karp(locs, chunk_size=2, done=done.append)
+    assert done == [2, 2, 1] and len(cost) == 5
+    solve(TSP, instances(TSP, 5, 6, seed=1), "exact", progress=True)
+    assert "exact tsp" in capsys.readouterr().err

@@ -125,7 +125,10 @@ def solve(problem, instances, method: str, time_limit: float = 1.0, *, progress:
     if method == "exact":
         from .exact import held_karp
 
-        tours = held_karp(instances.locs.cpu())[1].to(instances.locs.device)
+        bar = tqdm_or_none(len(instances.locs), f"exact {problem.name}", progress)
+        tours = held_karp(instances.locs.cpu(), done=bar.update if bar is not None else None)[1].to(instances.locs.device)
+        if bar is not None:
+            bar.close()
         return Solved(tour_cost(problem, instances, tours), tours, time.perf_counter() - start, 0)
     arrays = {k: v.detach().cpu().numpy() for k, v in instances._asdict().items()}
     data = [{k: v[i] for k, v in arrays.items()} for i in range(len(instances[0]))]
