@@ -132,7 +132,7 @@ def test_applicable__read_from_the_declarations():
         names = applicable(core)
         assert names[:2] == ["random", "nearest"]
         assert ("farthest_insertion" in names) == (not core.has_depot and core.policy.coordinates is not None)
-        assert ("greedy" in names) == (core.profits is not None)
+        assert ("greedy" in names) == (core.optional_visits is not None)
         for h in HEURISTICS:
             if h not in names and h != "greedy":
                 with pytest.raises(ValueError, match=core.label):

@@ -169,7 +169,7 @@ def test_revise__routes_batch_equals_one_by_one(tiny):
 @pytest.mark.parametrize("name", sorted(PROBLEMS))
 def test_revise__never_worse_on_every_problem_it_accepts(tiny, name):
     problem = PROBLEMS[name]
-    if problem.profits is not None or problem.policy.coordinates is None:
+    if problem.optional_visits is not None or problem.policy.coordinates is None:
         with pytest.raises(ValueError, match="closed tours or routes"):
             revise(tiny, problem, None, None)
         return

@@ -77,7 +77,7 @@ def compare_problem(problem_name: str, num_nodes: int, num_instances: int, seed:
 
 def table(rows: list[dict], num_nodes: int, num_instances: int, seed: int) -> str:
     units = [get_problem(p) for p in dict.fromkeys(r["problem"] for r in rows)]
-    prizes = "/".join(u.label for u in units if u.profits == "orienteering")  # the cost is minus the prize
+    prizes = "/".join(u.label for u in units if u.optional_visits == "orienteering")  # the cost is minus the prize
     lines = [f"{num_instances} seeded test instances per problem (n = {num_nodes}, seed {seed}); gap: mean over "
              "instances to the best method of this table" + (f"; {prizes} costs are minus the prize" if prizes else ""),
              "",

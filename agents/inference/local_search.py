@@ -2,20 +2,20 @@
 once (a loop over improvement rounds, none over instances).
 
 One entry point, :func:`improve`, for every problem of the registry. It reads only what a unit declares
-(``has_depot``, ``profits``) and replays tours through the unit (:func:`routing_gym.problems.base.replay`)
+(``has_depot``, ``optional_visits``) and replays tours through the unit (:func:`routing_gym.problems.base.replay`)
 for their feasibility and cost:
 
-- a closed tour over all nodes (no depot, no profits: TSP): best-improvement 2-opt and or-opt (a block of
+- a closed tour over all nodes (no depot, no optional visits: TSP): best-improvement 2-opt and or-opt (a block of
   1-3 consecutive nodes moved elsewhere, either way round), one move per instance and round, the best of
   (B, L, L) tensors of length changes, until no move shortens a tour. Every such move keeps a permutation
-  of the nodes, which is all a tour without a depot or profits is, so only the result is replayed;
-- routes from a depot (node 0) that serve every customer (no profits: CVRP, SDVRP): relocate and or-opt,
+  of the nodes, which is all a tour without a depot or optional visits is, so only the result is replayed;
+- routes from a depot (node 0) that serve every customer (no optional visits: CVRP, SDVRP): relocate and or-opt,
   swap, 2-opt within a route and 2-opt* between routes (tails exchanged, or head joined to head), on the
   giant tour (the routes one after another, a depot visit between two). A move may break the problem's
   constraints (capacity), so each round the ``candidates`` most improving moves of each kind are applied,
   replayed through the unit, and the cheapest feasible one is kept when it is cheaper; a round that keeps
   none tries the next ``candidates`` of each kind;
-- one route from the depot (profits: OP, PCTSP, SPCTSP): the same moves within that route, replayed;
+- one route from the depot (optional visits: OP, PCTSP, SPCTSP): the same moves within that route, replayed;
 - nodes without coordinates (``policy.coordinates`` None: ATSP's cost matrix): no move; the tours are
   returned as given (the length changes above are Euclidean and symmetric, a reversed block costs the same).
 
@@ -350,12 +350,12 @@ def improve(problem, instance, tours, *, max_rounds: int = 1000, time_limit: flo
     if problem.policy.coordinates is None:  # no Euclidean lengths to search with (see the module docstring)
         return tours, cost
     n = instance.locs.shape[1]
-    if not problem.has_depot and problem.profits is None:
+    if not problem.has_depot and problem.optional_visits is None:
         better = closed_tour_descent(instance, tours[:, :n], max_rounds, deadline)
     else:
         seq = with_depot(giant_actions(with_depot(pad_like(tours, tours.shape[1] + 2, True))))
-        kinds = ROUTES if problem.profits is None else ONE_ROUTE
-        better = giant_actions(replayed_descent(problem, instance, seq, cost, kinds, problem.profits is None,
+        kinds = ROUTES if problem.optional_visits is None else ONE_ROUTE
+        better = giant_actions(replayed_descent(problem, instance, seq, cost, kinds, problem.optional_visits is None,
                                                 candidates, max_rounds, deadline))
         used = (better != 0).any(dim=0).nonzero()
         better = better[:, :min(better.shape[1], int(used.max()) + 2 if used.numel() else 1)]

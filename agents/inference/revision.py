@@ -163,7 +163,7 @@ def revise(policy, problem, instances, tours, *, window: int = 20, rounds: int =
             put in evaluation mode here).
         problem: the problem unit or its name: a closed tour over Euclidean nodes (TSP), or routes from a
             depot (node 0) serving every customer (CVRP), revised route by route (no customer changes route).
-            Other depot problems without profits are accepted, but a revised tour that breaks their own
+            Other depot problems without optional visits are accepted, but a revised tour that breaks their own
             rules (time windows, pickup before delivery) is dropped whole: their input comes back.
         instances: a batch of B instances with ``locs`` (B, N, 2).
         tours: (B, S) feasible tours in the env's action format (:func:`~routing_gym.problems.tour_cost`
@@ -182,7 +182,7 @@ def revise(policy, problem, instances, tours, *, window: int = 20, rounds: int =
         ``cost`` its ``tour_cost``. TSP: S' = N; routes: the giant tour's actions, padded with the depot.
     """
     problem = get_problem(problem)
-    if problem.profits is not None or problem.policy.coordinates is None:
+    if problem.optional_visits is not None or problem.policy.coordinates is None:
         raise ValueError(f"revise works on closed tours or routes over Euclidean nodes (TSP, CVRP), not on "
                          f"{problem.name}")
     if not 1 <= augment <= len(SYMMETRIES) or samples < 0 or rounds < 0:

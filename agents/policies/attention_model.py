@@ -98,7 +98,7 @@ class AttentionCache(NamedTuple):
     logit_key: Tensor  # (B, N, D) pointer keys, divided by sqrt(D) (the logits' scale)
 
 
-def gather_nodes(embeddings: Tensor, index: Tensor) -> Tensor:
+def concat_embeddings(embeddings: Tensor, index: Tensor) -> Tensor:
     """``embeddings[b, index[b, j]]`` concatenated over j: (B, N, D) and (B, J) int64 -> (B, J * D)."""
     return embeddings.gather(1, index[:, :, None].expand(-1, -1, embeddings.shape[-1])).view(index.shape[0], -1)
 
@@ -166,7 +166,7 @@ class StepContext(nn.Module):
             self.placeholder = nn.Parameter(torch.empty(self.dim).uniform_(-1.0, 1.0))
 
     def forward(self, embeddings: Tensor, obs: dict[str, Tensor]) -> Tensor:
-        nodes = gather_nodes(embeddings, torch.stack([obs[k] for k in self.nodes], dim=1))  # (B, len(nodes) * D)
+        nodes = concat_embeddings(embeddings, torch.stack([obs[k] for k in self.nodes], dim=1))  # (B, len(nodes) * D)
         context = torch.cat([nodes, *(obs[k] for k in self.scalars)], dim=-1) if self.scalars else nodes
         if hasattr(self, "placeholder"):
             context = torch.where(obs["step"] == 0, self.placeholder, context)

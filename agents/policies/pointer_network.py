@@ -39,7 +39,7 @@ from torch import Tensor, nn
 
 from routing_gym.problems import PROBLEMS, get_problem
 
-from .attention_model import gather_nodes, node_embedding
+from .attention_model import concat_embeddings, node_embedding
 from .protocol import batch_observation
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ class PointerNetwork(nn.Module):
         mask = obs["action_mask"].bool()  # (B, N)
         step = obs["step"][:, 0].long()  # (B,)
         first = step == 0
-        node = gather_nodes(cache.embeddings, obs["current_node"][:, None])  # (B, D)
+        node = concat_embeddings(cache.embeddings, obs["current_node"][:, None])  # (B, D)
         x = torch.where(first[:, None], self.start_input, node)
         if self.scalars:
             x = torch.cat([x, *(obs[k] for k in self.scalars)], dim=-1)  # (B, D + 1)

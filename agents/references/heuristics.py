@@ -1,6 +1,6 @@
 """Classic heuristics for the problems of the registry, batched in torch (no Python loop over instances).
 
-A heuristic reads only what the problem unit declares (``has_depot``, ``depots_by``, ``profits``,
+A heuristic reads only what the problem unit declares (``has_depot``, ``depots_by``, ``optional_visits``,
 ``instance_from_observation``), never which problem it is.
 
 Two forms, one implementation:
@@ -21,9 +21,9 @@ name                 what it does
 ``random``           uniform over the allowed nodes
 ``nearest``          nearest allowed node (without a depot (TSP) from node 0; a depot only when no customer
                      is allowed (CVRP, SDVRP, OP; every depot of ``depots_by``: MTVRP), except where
-                     ``profits == "prize_collecting"`` (PCTSP, SPCTSP): back as soon as the depot is allowed and
+                     ``optional_visits == "prize_collecting"`` (PCTSP, SPCTSP): back as soon as the depot is allowed and
                      nearest)
-``greedy``           nearest feasible node, by the problem's ``profits``: none (TSP, CVRP, SDVRP): as
+``greedy``           nearest feasible node, by the problem's ``optional_visits``: none (TSP, CVRP, SDVRP): as
                      ``nearest``; ``"orienteering"`` (OP): the best prize per distance among the reachable
                      nodes; ``"prize_collecting"`` (PCTSP, SPCTSP on expected prizes): collect the prize by
                      nearest neighbour, then keep visiting the nearest node while its penalty exceeds its
@@ -32,7 +32,7 @@ name                 what it does
 ``farthest_insertion`` without a depot: insert the node farthest from the tour at its cheapest position
 ``random_insertion``  without a depot: insert nodes in random order (seed 0) at their cheapest position
 ``2opt``             without a depot: farthest insertion then 2-opt; with routes that return to the depot
-                     (CVRP, SDVRP): ``greedy`` then intra-route 2-opt; with profits (OP, PCTSP): ``greedy``,
+                     (CVRP, SDVRP): ``greedy`` then intra-route 2-opt; with optional visits (OP, PCTSP): ``greedy``,
                      then rounds of 2-opt and node insertion / removal (:func:`improve_routes`)
 ==================== ========================================================================================
 
@@ -73,7 +73,7 @@ class NearestNeighbour:
     def __init__(self, problem):
         self.problem = get_problem(problem)
         self.start_at_zero = not self.problem.has_depot
-        self.depot_last = self.problem.has_depot and self.problem.profits != "prize_collecting"
+        self.depot_last = self.problem.has_depot and self.problem.optional_visits != "prize_collecting"
 
     def precompute(self, obs: dict) -> Tensor:
         """The coordinates, or the problem's declared travel costs (``policy.edge_weights``, (B, N, N))."""
@@ -143,19 +143,19 @@ def penalty_vs_detour(locs: Tensor, obs: dict) -> Tensor:
     return one_hot_log_probs(score, mask)
 
 
-GREEDY_RULES: dict[str, Callable[[Tensor, dict], Tensor]] = {  # by the problem's ``profits``
+GREEDY_RULES: dict[str, Callable[[Tensor, dict], Tensor]] = {  # by the problem's ``optional_visits``
     "orienteering": prize_per_distance,
     "prize_collecting": penalty_vs_detour,
 }
 
 
 class Greedy:
-    """Nearest feasible node, by the problem's ``profits`` (see the module table; nearest neighbour where a
+    """Nearest feasible node, by the problem's ``optional_visits`` (see the module table; nearest neighbour where a
     tour visits every node); deterministic, so greedy decoding, sampling and beam search all follow it."""
 
     def __init__(self, problem):
         self.problem = get_problem(problem)
-        self.rule = GREEDY_RULES.get(self.problem.profits)
+        self.rule = GREEDY_RULES.get(self.problem.optional_visits)
         self.nearest = NearestNeighbour(self.problem)
 
     def precompute(self, obs: dict) -> Tensor:
@@ -240,10 +240,10 @@ def check_heuristic(problem, name: str) -> None:
 
 def applicable(problem) -> list[str]:
     """The heuristics that apply to ``problem`` with a rule of their own, in :data:`HEURISTICS` order: every
-    one that runs on it (:func:`refusal`), less ``greedy`` where it is ``nearest`` (no ``profits``)."""
+    one that runs on it (:func:`refusal`), less ``greedy`` where it is ``nearest`` (no ``optional_visits``)."""
     problem = get_problem(problem)
     return [name for name in HEURISTICS if _not_for(problem, name) is None
-            and not (name == "greedy" and problem.profits is None)]
+            and not (name == "greedy" and problem.optional_visits is None)]
 
 
 # -- tours from instances -------------------------------------------------------------------------
@@ -310,12 +310,12 @@ def construct(problem, instances, policy=None, strategy: str = "greedy",
 def improve_routes(problem, instances, tours: Tensor, max_iterations: int = 1000, rounds: int = 5) -> Tensor:
     """Local search on depot-problem tours (B, S) (Kool's action format: no leading depot).
 
-    Without ``profits`` (routes that serve every customer: CVRP, SDVRP): intra-route 2-opt, so each route
-    keeps its customers and its load. With ``profits`` (one route: OP, PCTSP): up to ``rounds`` rounds of
+    Without ``optional_visits`` (routes that serve every customer: CVRP, SDVRP): intra-route 2-opt, so each route
+    keeps its customers and its load. With ``optional_visits`` (one route: OP, PCTSP): up to ``rounds`` rounds of
     2-opt followed by node moves (:func:`insert_and_remove`), which use the length that 2-opt freed; a
     round that changes nothing ends the search. A tour whose improvement does not replay is kept.
     """
-    routes = problem.profits is None
+    routes = problem.optional_visits is None
     zeros = torch.zeros_like(tours[:, :1])
     pad = instances.locs.shape[1] + 1 - tours.shape[1] if not routes else 0
     seq = torch.cat([zeros, tours] + [zeros] * max(pad, 1), dim=1)
@@ -340,13 +340,13 @@ def insert_and_remove(problem, instances, seq: Tensor, margin: float = 1e-5) -> 
     """Node moves on single-route tours ``seq`` (B, L) = ``0, c_1 .. c_k, 0, 0 ..`` (L >= N + 1), one
     move per instance and iteration until none applies:
 
-    - ``profits == "orienteering"`` (OP): insert the unvisited node of highest prize per added length among
+    - ``optional_visits == "orienteering"`` (OP): insert the unvisited node of highest prize per added length among
       those that keep the tour within ``max_length - margin``, at its cheapest position;
-    - ``profits == "prize_collecting"`` (PCTSP): insert the node whose penalty exceeds its insertion cost the
+    - ``optional_visits == "prize_collecting"`` (PCTSP): insert the node whose penalty exceeds its insertion cost the
       most; otherwise remove the node whose detour exceeds its penalty the most, if the prize collected
       stays above 1 + margin.
     """
-    orienteering = problem.profits == "orienteering"
+    orienteering = problem.optional_visits == "orienteering"
     b, length = seq.shape
     dev = seq.device
     dist = distances(instances.locs)

@@ -51,8 +51,8 @@ class Found(NamedTuple):
 
 
 def closed_tour(problem) -> bool:
-    """Tours that visit every node once and close (no depot, no profits), in coordinates: TSP."""
-    return not problem.has_depot and problem.profits is None and problem.policy.coordinates is not None
+    """Tours that visit every node once and close (no depot, no optional visits), in coordinates: TSP."""
+    return not problem.has_depot and problem.optional_visits is None and problem.policy.coordinates is not None
 
 
 def heuristic_start(problem, instances) -> Tensor:

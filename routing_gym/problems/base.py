@@ -19,7 +19,7 @@ rules). The declarations, each with its default where it has one:
   the fields (a value valid only together with another) are checked there, and
   :meth:`Problem.field_at_bound` builds a valid instance with one field at its bound;
   ``instance_from_observation(obs) -> Instance``: the instances behind a first observation (planned tours);
-- ``profits``: whether a tour may leave nodes out, and for what (``None``, ``"orienteering"``,
+- ``optional_visits``: whether a tour may leave nodes out, and for what (``None``, ``"orienteering"``,
   ``"prize_collecting"``), the fact the heuristics read;
 - ``reset(instance) -> State``, with ``visited`` and ``mask`` as (B, N) uint8 masks (``masks``);
 - ``transition(state, action, active) -> (State, cost)``: the problem's rules for the sub-envs in
@@ -232,7 +232,7 @@ class Problem:
     # from the depot visits a subset and choosing the depot ends the episode; ``"orienteering"``: the most prize
     # within a length budget (OP); ``"prize_collecting"``: a prize quota, then length plus the penalties of the
     # nodes left out (PCTSP, SPCTSP). The heuristics read it (``agents.references.heuristics``).
-    profits: ClassVar[str | None] = None
+    optional_visits: ClassVar[str | None] = None
     observation: ClassVar[tuple[Obs, ...]]
     dynamic_fields: ClassVar[tuple[str, ...]] = ()  # observed instance fields that change within an episode
     node_indices: ClassVar[tuple[str, ...]]  # observation keys holding a node index (from ``observation``)

@@ -78,7 +78,7 @@ class OP(Problem):
                    steps_taken(float, "N"))
     policy = PolicyInputs(node_features=("prize",), context_nodes=("current_node",),
                           context_scalars=("remaining_length",))
-    profits = "orienteering"
+    optional_visits = "orienteering"
     drawing = Drawing(legend=(LegendEntry("depot", "depot"), LegendEntry("size", "prize"), LegendEntry("unavailable", "out of reach")), paths="from_depot",
                       size_by="prize", header=lambda state: f"  (prize {float(state.collected[0]):.2f})",
                       node_refusal="node {i} is out of reach: the tour could not get back to the depot in time")

@@ -75,7 +75,7 @@ class PCTSP(Problem):
                    steps_taken(float, "N"))
     policy = PolicyInputs(node_features=("prize", "penalty"), context_nodes=("current_node",),
                           context_scalars=("prize_to_collect",))
-    profits = "prize_collecting"
+    optional_visits = "prize_collecting"
     drawing = Drawing(legend=(LegendEntry("depot", "depot"), LegendEntry("size", "prize"),
                               LegendEntry("ring", "penalty if skipped")), paths="from_depot",
                       size_by="prize", ring_by="penalty",

@@ -51,7 +51,7 @@ class SPCTSP(Problem):
                    dataclasses.replace(PCTSP.observation[3], meaning="``max(0, 1 - real prize collected)``"),
                    *PCTSP.observation[4:])
     policy = PCTSP.policy  # the expected prize is what a network sees (Kool's ``deterministic_prize``)
-    profits = PCTSP.profits
+    optional_visits = PCTSP.optional_visits
     # node area: the expected prize (what the policy sees); PCTSP's refusals (the prize of 1 is the real one)
     drawing = dataclasses.replace(PCTSP.drawing, legend=tuple(
         LegendEntry("size", "expected prize") if e.glyph == "size" else e for e in PCTSP.drawing.legend))
