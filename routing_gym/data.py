@@ -36,7 +36,7 @@ def instance_bytes(problem: str, num_nodes: int, **variant) -> int:
     core = get_problem(problem)
     import torch
 
-    sizes = (2, 4, 6)
+    sizes = [core.valid_num_nodes(n) for n in (8, 16, 24)]  # sizes every variant takes (several depots, pairs)
     measured = [sum(t.element_size() * t.numel() for t in core.generate(
         1, n, generator=torch.Generator().manual_seed(0), **variant)) for n in sizes]
     coefficients = np.polyfit(sizes, measured, 2)
