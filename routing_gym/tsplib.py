@@ -39,10 +39,12 @@ instance needs a ``DIMENSION``, and its ``NODE_COORD_SECTION`` (CVRP: ``DEMAND_S
 node, with the node ids 1..DIMENSION in order and finite numbers within +-1e100 (:data:`COORD_LIMIT`)
 that are not all within 1e-100 of each other; a CVRP needs a ``CAPACITY`` > 0 and at least each
 demand, whole demands and a ``DEPOT_SECTION`` (if any) naming one existing node. A tour is costed edge by
-edge (memory bounded for any N); :func:`distance_matrix` is refused above :data:`MATRIX_NODES` nodes. A reference value, wherever it comes from, must be a finite number
-> 0; a ``.sol`` or ``.opt.tour`` beside the instance must be a feasible solution of it (a ``.sol``'s
-``Cost`` line no lower than its routes' cost), else loading fails naming that file (a bad reference is never mistaken for the policy's failure). Tours given to
-:func:`cost` must hold whole node indices of the instance, and only the no-op after their episode ends.
+edge (memory bounded for any N); :func:`distance_matrix` is refused above :data:`MATRIX_NODES` nodes. A
+reference value, wherever it comes from, must be a finite number > 0; a ``.sol`` or ``.opt.tour`` beside
+the instance must be a feasible solution of it (a ``.sol``'s ``Cost`` line no lower than its routes'
+cost), else loading fails naming that file (a bad reference is never mistaken for the policy's failure).
+Tours given to :func:`cost` must hold whole node indices of the instance, and only the no-op after their
+episode ends.
 
 Example::
 

@@ -1,9 +1,7 @@
 """Issue #33's bad input and faults, by class: work and memory stay bounded (or the input is refused with
 the limit stated), every fault ends in one sentence naming the file or flag, valid input is accepted and
 silent nonsense is refused."""
-import math
 import os
-import shutil
 import tracemalloc
 from pathlib import Path
 
@@ -292,7 +290,8 @@ def test_checkpoint__wrong_types_are_one_line_naming_the_file_and_entry(trained,
 # -- bounded memory: counts and model sizes refused before any allocation -------------------------------
 @pytest.mark.parametrize("argv,says", [
     (["eval", "--problem", "tsp", "--policy", "nearest", "--num-nodes", "5", "--num-instances", "1000000000"],
-     "--num-instances 1000000000: TSP-5 instances would take 37.3 GiB; instances generated at once are limited to 4 GiB"),
+     "--num-instances 1000000000: TSP-5 instances would take 37.3 GiB; instances generated at once are limited "
+     "to 4 GiB"),
     (["solve", "--problem", "atsp", "--method", "lkh", "--num-nodes", "2000", "--num-instances", "1000"],
      "--num-instances 1000: ATSP-2000 instances would take 14.9 GiB"),
     (["train", "--num-nodes", "5", "--embed-dim", "100000"],
