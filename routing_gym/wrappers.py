@@ -1,5 +1,6 @@
-"""Wrappers other libraries need: episode statistics for vector envs in torch mode (CleanRL's one line), and
-the action mask declared as a ``Box`` (skrl, whose spaces exclude ``MultiBinary``).
+"""Wrappers other libraries need: episode statistics for vector envs in torch mode (CleanRL's one line), the
+action mask declared as a ``Box`` (skrl, whose spaces exclude ``MultiBinary``), and infos as numpy scalars
+(TorchRL's info readers, which read a value's ``dtype``).
 
 The env itself stays as the contract states it; each wrapper changes one thing and says which.
 """
@@ -17,7 +18,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 from gymnasium.vector.utils import batch_space
 from torch import Tensor
 
-__all__ = ["MaskAsBox", "RecordEpisodeStatistics", "VectorMaskAsBox", "mask_as_box"]
+__all__ = ["MaskAsBox", "NumpyInfos", "RecordEpisodeStatistics", "VectorMaskAsBox", "mask_as_box"]
 
 
 def first_leaf(value: Any) -> Any:
@@ -231,3 +232,35 @@ class VectorMaskAsBox(VectorWrapper):
         super().__init__(env)
         self.single_observation_space = mask_as_box(env.single_observation_space)
         self.observation_space = batch_space(self.single_observation_space, env.num_envs)
+
+
+class NumpyInfos(gym.Wrapper):
+    """The single env with every Python ``bool`` / ``int`` / ``float`` in ``info`` given as a numpy scalar
+    (``invalid_action`` a ``np.bool_``; ``cost`` is a ``np.float64`` already), for readers that read a
+    value's ``dtype``, such as TorchRL's ``default_info_dict_reader``. The env itself keeps the contract's
+    Python bool (``info["invalid_action"] is True``).
+
+    >>> import gymnasium as gym, routing_gym
+    >>> from routing_gym.wrappers import NumpyInfos
+    >>> env = NumpyInfos(gym.make("routing/TSP-10"))
+    >>> _ = env.reset(seed=0)
+    >>> *_, info = env.step(0); *_, info = env.step(0)  # node 0 again: a masked action
+    >>> import numpy as np
+    >>> isinstance(info["invalid_action"], np.bool_), bool(info["invalid_action"])
+    (True, True)
+    """
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, {k: numpy_scalar(v) for k, v in info.items()}
+
+
+def numpy_scalar(value: Any) -> Any:
+    """A Python bool, int or float as the numpy scalar of its kind; anything else unchanged."""
+    if isinstance(value, bool):
+        return np.bool_(value)
+    if isinstance(value, int):
+        return np.int64(value)
+    if isinstance(value, float) and not isinstance(value, np.floating):
+        return np.float64(value)
+    return value

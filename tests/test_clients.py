@@ -298,3 +298,32 @@ def test_torchrl__parallel_env_workers_make_the_env_by_its_prefixed_id():
         assert td["next", "done"].shape == (2, 2 * N, 1) and td["next", "done"].any()
     finally:
         env.close()
+
+
+def test_numpy_infos__torchrl_reads_invalid_action_and_cost_through_the_wrapper():
+    """TorchRL's default_info_dict_reader reads a value's dtype: the contract's Python bool ``invalid_action``
+    fails there, the NumpyInfos wrapper's numpy scalars are read."""
+    pytest.importorskip("torchrl")
+    import torch
+    from torchrl.data import Unbounded
+    from torchrl.envs import GymWrapper
+    from torchrl.envs.gym_like import default_info_dict_reader
+
+    from routing_gym.wrappers import NumpyInfos
+
+    def reader():
+        return default_info_dict_reader(["invalid_action", "cost"],
+                                        spec=[Unbounded((), dtype=torch.bool), Unbounded((), dtype=torch.float64)])
+
+    plain = GymWrapper(gym.make("routing/TSP-10"))
+    plain.set_info_dict_reader(reader())
+    with pytest.raises(AttributeError, match="dtype"):
+        plain.rollout(12, break_when_any_done=True)
+    env = GymWrapper(NumpyInfos(gym.make("routing/TSP-10")))
+    env.set_info_dict_reader(reader())
+    torch.manual_seed(0)  # the rollout's random actions, which soon take a masked one
+    td = env.rollout(12, break_when_any_done=True)
+    done = td["next", "done"].squeeze(-1)
+    assert td["next", "invalid_action"].dtype == torch.bool and td["next", "cost"].dtype == torch.float64
+    assert done[-1] and td["next", "invalid_action"][-1] and td["next", "cost"][-1] > 0  # read at the episode's end
+    assert not td["next", "invalid_action"][:-1].any()
