@@ -91,14 +91,7 @@ def train(trainer: Trainer, out: Path, budget: float, progress: bool = True, log
                                                  labels=t.labels[1][batch])
                     loss, cost = nll.mean(), nll.detach().mean()
                 else:
-                    instances = t.problem.generate(t.local_batch, cfg.num_nodes, generator=t.generator, **cfg.variant)
-                    rollouts, first_actions = baseline.prepare(instances)  # POMO: every start node
-                    with t.autocast(), _probabilities_checked(t, rollouts):  # roll out by sampling
-                        cost, log_likelihood = t.training_pass(t.env, rollouts, t.generator, first_actions,
-                                                               baseline.equal_rows)
-                    bl = baseline.values(instances, cost.detach())  # no gradient flows through the baseline
-                    loss = ((cost - bl).detach() * log_likelihood).mean()  # REINFORCE
-                    cost = cost.detach().mean()
+                    loss, cost = reinforce_loss(t)  # sample, roll out, baseline, loss
                 cost, _ = optimise(t, loss, cost)
             except TrainingDiverged as e:
                 raise _diverged(t, out, f", batch {i}: {e}") from None
@@ -134,6 +127,26 @@ def train(trainer: Trainer, out: Path, budget: float, progress: bool = True, log
         if reserve:  # what this epoch's end took (baseline test, validation, checkpoint), for the next one
             reserve = time.perf_counter() - training_ended
     return rows
+
+
+def reinforce_loss(t: Trainer) -> tuple[Tensor, Tensor]:
+    """One batch's REINFORCE loss and mean sampled cost: fresh instances, a sampling rollout, the baseline's
+    values (no gradient flows through them), ``(cost - baseline) * log-likelihood``. The training loop's step
+    (and what the throughput benchmarks time, with :func:`optimise`)."""
+    cfg, baseline = t.cfg, t.baseline
+    instances = t.problem.generate(t.local_batch, cfg.num_nodes, generator=t.generator, **cfg.variant)
+    rollouts, first_actions = baseline.prepare(instances)  # POMO: every start node
+    with t.autocast(), _probabilities_checked(t, rollouts):  # roll out by sampling
+        cost, log_likelihood = t.training_pass(t.env, rollouts, t.generator, first_actions, baseline.equal_rows)
+    bl = baseline.values(instances, cost.detach())
+    loss = ((cost - bl).detach() * log_likelihood).mean()  # REINFORCE
+    return loss, cost.detach().mean()
+
+
+def train_step(t: Trainer) -> tuple[float, float]:
+    """One REINFORCE gradient step on a fresh batch, as the loop takes it: (mean sampled cost, gradient norm)."""
+    t.policy.train()
+    return optimise(t, *reinforce_loss(t))
 
 
 def optimise(trainer: Trainer, loss: Tensor, reported: Tensor) -> tuple[float, float]:
