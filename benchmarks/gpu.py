@@ -7,7 +7,7 @@ Prints three tables (markdown), each section bounded in time, under 8 minutes on
    (``mode="reduce-overhead"``; CUDA only). Random masked actions drawn outside the timing, a fresh batch
    whenever every episode has ended (not timed).
 2. A TSP-50 training epoch of ``--epoch-size`` instances (the paper's 1,280,000) with the bundled trainer
-   (``Trainer.train_batch``: generation, sampling rollout, greedy-rollout baseline, backward, Adam), in
+   (``agents.training.reinforce.train_step``: generation, sampling rollout, greedy-rollout baseline, backward, Adam), in
    fp32 and in bf16 autocast; where ``--epoch-budget`` seconds run out first, the epoch time is
    extrapolated from the batches done (said in the table).
 3. Greedy decoding of ``--decode-instances`` TSP-100 instances (10,000) with an untrained model of the
@@ -28,7 +28,7 @@ import torch
 
 from agents.inference.rollout import evaluate
 from agents.training.config import TrainConfig
-from agents.training.reinforce import Trainer
+from agents.training.reinforce import Trainer, train_step
 from routing_gym.problems import PROBLEMS, get_problem, step
 from routing_gym.problems.base import compiled
 
@@ -110,12 +110,12 @@ def epoch_row(args, device: torch.device, bf16: bool) -> str:
                       epoch_size=args.batch_size, eval_size=args.batch_size, val_size=args.batch_size,
                       device=str(device), bf16=bf16, warmup_epochs=0, out_dir="/tmp/routing-gym-gpu-bench")
     trainer = Trainer(cfg)
-    trainer.train_batch()  # warm-up
+    train_step(trainer)  # warm-up
     sync(device)
     batches = -(-args.epoch_size // args.batch_size)
     start, done = time.perf_counter(), 0
     while done < batches and time.perf_counter() - start < args.epoch_budget:
-        trainer.train_batch()
+        train_step(trainer)
         done += 1
     sync(device)
     seconds = time.perf_counter() - start
@@ -149,7 +149,7 @@ def main(argv=None) -> None:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"torch {torch.__version__}, device {device} ({name})\n", flush=True)
     print(step_table(args, device), "\n", flush=True)
-    print("Training epoch (Trainer.train_batch, greedy-rollout baseline)\n")
+    print("Training epoch (reinforce.train_step, greedy-rollout baseline)\n")
     print("| problem | precision | batch | epoch time | instances/s |\n|---|---|---:|---:|---:|")
     for bf16 in (False, True):
         if bf16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():

@@ -2,7 +2,7 @@
 
 Timed per training batch: instance generation, the sampling rollout with gradients, the baseline
 (greedy rollout of the frozen baseline model, or POMO's shared multi-start rollouts), backward,
-gradient clipping and the Adam step: exactly ``Trainer.train_batch``. Also reported: the time of one
+gradient clipping and the Adam step: exactly ``agents.training.reinforce.train_step``. Also reported: the time of one
 paper-sized epoch (1,280,000 instances) extrapolated from the measured rate, the model FLOPs of one
 training instance (counted by ``torch.utils.flop_counter``) and the utilisation of the device's
 measured matmul rate, and greedy inference time per 1,000 instances. When ``rl4co`` is installed (the
@@ -26,7 +26,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from agents.inference.rollout import evaluate
 from agents.training.config import TrainConfig
-from agents.training.reinforce import Trainer
+from agents.training.reinforce import Trainer, train_step
 from routing_gym.problems import get_problem
 
 EPOCH = 1_280_000
@@ -55,7 +55,7 @@ def matmul_rate(device: torch.device, dtype: torch.dtype) -> float:
 
 def ours(problem: str, n: int, args):
     """``(train_step, greedy_1000, count_flops)`` of our trainer: each call does one training batch
-    (``Trainer.train_batch``), a greedy evaluation of 1,000 instances, or counts a batch's FLOPs."""
+    (``agents.training.reinforce.train_step``), a greedy evaluation of 1,000 instances, or counts a batch's FLOPs."""
     cfg = TrainConfig(problem=problem, num_nodes=n, batch_size=args.batch_size, epoch_size=args.batch_size,
                       eval_size=args.batch_size, val_size=args.batch_size, device=args.device, bf16=args.bf16,
                       baseline=args.baseline, warmup_epochs=0, out_dir="/tmp/routing-gym-bench")
@@ -68,10 +68,10 @@ def ours(problem: str, n: int, args):
 
     def flops():
         with FlopCounterMode(display=False) as counter:
-            trainer.train_batch()
+            train_step(trainer)
         return counter.get_total_flops() / args.batch_size
 
-    return trainer.train_batch, greedy, flops
+    return lambda: train_step(trainer), greedy, flops
 
 
 def rl4co(problem: str, n: int, args):

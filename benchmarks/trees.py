@@ -58,18 +58,21 @@ elif kind == "single":
     print(json.dumps(steps / (time.perf_counter() - start)))
 else:
     try:
+        from agents.training import reinforce
         from agents.training.config import TrainConfig
         from agents.training.reinforce import Trainer
-    except ImportError:
+    except ImportError:  # an older tree
+        from agents import reinforce
         from agents.reinforce import TrainConfig, Trainer
+    train_step = getattr(reinforce, "train_step", None) or Trainer.train_batch  # older trees: the method
     import tempfile
     cfg = TrainConfig(problem="tsp", num_nodes=20, batch_size=256, epoch_size=256 * 6, eval_size=256, val_size=256,
                       device="cpu", out_dir=tempfile.mkdtemp())
     trainer = Trainer(cfg)
-    trainer.train_batch()
+    train_step(trainer)
     start = time.perf_counter()
     for _ in range(4):
-        trainer.train_batch()
+        train_step(trainer)
     print(json.dumps(4 * 256 / (time.perf_counter() - start)))
 '''
 

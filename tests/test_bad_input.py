@@ -353,7 +353,7 @@ def test_train__a_write_failing_mid_run_stops_it_in_one_line_keeping_the_last_ep
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
         return save(path, **kwargs)
 
-    monkeypatch.setattr("agents.training.reinforce.save_checkpoint", failing)
+    monkeypatch.setattr("agents.training.checkpointing.save_checkpoint", failing)
     before = (out / "last.pt").read_bytes()
     capsys.readouterr()
     assert cli(["train", "--resume", str(out / "last.pt"), "--epochs", "2", "--no-progress"]) == 1

@@ -143,15 +143,15 @@ def test_pomo_augment__every_copy_from_every_start_shares_the_instance_mean(tmp_
 
 
 def test_pomo_augment__a_training_step_samples_what_an_unshared_rollout_of_its_rows_samples(tmp_path):
-    trainer = Trainer(tiny(tmp_path, baseline="pomo", augment=8, batch_size=4))
+    trainer = Trainer(tiny(tmp_path, baseline="pomo", augment=8, batch_size=4, epoch_size=4))
     stream = torch.Generator().set_state(trainer.generator.get_state())
     instances = trainer.problem.generate(4, 6, generator=stream)
     rollouts, first = trainer.baseline.prepare(instances)
     with torch.no_grad():
         expected = rollout(trainer.policy.train(), trainer.env, rollouts, strategy="sample", generator=stream,
                            first_actions=first).cost.mean()
-    sampled, _ = trainer.train_batch()  # the same stream: the same instances, copies and samples
-    assert sampled == pytest.approx(float(expected), rel=1e-5)
+    row, = trainer.fit(progress=False, log=False)  # one step on the same stream: the same instances, copies, samples
+    assert row["train_cost"] == pytest.approx(float(expected), rel=1e-5)
 
 
 def test_augment__refused_outside_one_to_eight_and_without_pomo(tmp_path):
@@ -173,14 +173,10 @@ def test_critic__its_loss_falls_on_a_fixed_batch(tmp_path):
 
 @pytest.mark.parametrize("name", list(BASELINES))
 def test_state_dict__round_trips_through_a_weights_only_file(tmp_path, name):
-    """After a few steps and an epoch end, a baseline's state survives ``torch.save`` / ``weights_only``
-    loading into a fresh trainer's baseline unchanged."""
-    trainer = Trainer(tiny(tmp_path, baseline=name, problem="cvrp"))
-    for _ in range(2):
-        trainer.train_batch()
-    trainer.epoch = 1  # the rollout baseline past its warm-up
-    trainer.train_batch()
-    trainer.baseline.epoch_end()
+    """After two epochs of steps and epoch ends (the rollout baseline past its warm-up), a baseline's state
+    survives ``torch.save`` / ``weights_only`` loading into a fresh trainer's baseline unchanged."""
+    trainer = Trainer(tiny(tmp_path, baseline=name, problem="cvrp", epochs=2))
+    trainer.fit(progress=False, log=False)
     state = trainer.baseline.state_dict()
     buffer = io.BytesIO()
     torch.save(state, buffer)
@@ -217,7 +213,8 @@ def test_shipped_resume_checkpoints__resume_whatever_their_layout(tmp_path, name
     ckpt = load_checkpoint(path, kind="trainer")
     older = "baseline" not in ckpt
     assert older == (name in ("op20", "pctsp20"))
-    trainer = Trainer.resume(path, out_dir=str(tmp_path), epoch_size=4, batch_size=4, device="cpu")
+    trainer = Trainer.resume(path, out_dir=str(tmp_path), epochs=ckpt["epoch"] + 1, epoch_size=4, batch_size=4,
+                             val_dataset=None, val_size=4, device="cpu")
     assert trainer.epoch == ckpt["epoch"] and trainer.cfg.baseline == "rollout"
     bl = trainer.baseline
     if older:
@@ -228,8 +225,11 @@ def test_shipped_resume_checkpoints__resume_whatever_their_layout(tmp_path, name
     else:
         assert same(bl.state_dict(), ckpt["baseline"]) and trainer.history == ckpt["history"]
     if name == "tsp20":  # a step of the resumed run, past the warm-up: the frozen copy's greedy costs
-        cost, grad_norm = trainer.train_batch()
-        assert 3 < cost < 6 and grad_norm > 0
+        before = [p.clone() for p in trainer.policy.parameters()]
+        bl.epoch_end = lambda: {"baseline_p": float("nan"), "baseline_replaced": 0}  # no t-test on its large set
+        row, = trainer.fit(progress=False, log=False)
+        assert 3 < row["train_cost"] < 6
+        assert any(not torch.equal(p, q) for p, q in zip(before, trainer.policy.parameters()))
 
 
 def test_config__variant_is_validated_and_the_older_prize_type_converted():

@@ -134,11 +134,11 @@ def test_train__a_resumed_run_stopped_in_its_first_epoch_blocks_no_retry(tmp_pat
     command = ["train", "--resume", str(tmp_path / "a" / "last.pt"), "--epochs", "2", "--out-dir",
                str(tmp_path / "b"), "--no-progress"]
 
-    def interrupted(self, **kwargs):
+    def interrupted(*args):
         raise KeyboardInterrupt
 
     with monkeypatch.context() as m:
-        m.setattr(Trainer, "train_epoch", interrupted)
+        m.setattr("agents.training.reinforce.optimise", interrupted)
         assert cli(command) == 130
     err = one_error_line(capsys)
     assert "interrupted" in err and "the same command starts again" in err
@@ -155,7 +155,8 @@ def tiny_trainer(tmp_path, **overrides) -> Trainer:
 
 
 def test_budget__keeps_the_epoch_end_within_it_or_says_by_how_much_it_overruns(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(Trainer, "_estimate_epoch_end", lambda self: 600.0)  # validation takes the whole 10 min
+    # validation takes the whole 10 min
+    monkeypatch.setattr("agents.training.reinforce.estimate_epoch_end", lambda trainer: 600.0)
     trainer = tiny_trainer(tmp_path, epochs=1, max_minutes=10)
     trainer.fit(progress=False, log=True)
     assert trainer.instances_seen == 32  # one batch, then the epoch's end: not the epoch's 10 batches

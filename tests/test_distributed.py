@@ -31,25 +31,18 @@ def worker(rank, init_file, out_dir, resume):
             trainer = Trainer.resume(os.path.join(out_dir, "last.pt"), epochs=2)
         else:
             trainer = Trainer(config(out_dir))
-        identical = []
-        original = trainer.train_batch
+        identical, grads = [], []
+        step = trainer.optimizer.step
 
-        def checked_batch():  # after every step, all ranks must hold the same parameters
-            result = original()
-            mine = flat_params(trainer)
+        def recorded_step(*args, **kwargs):  # the (DDP-averaged) gradient of every step
+            grads.append(torch.cat([p.grad.flatten() for p in trainer.policy.parameters()]))
+            result = step(*args, **kwargs)
+            mine = flat_params(trainer)  # after every step, all ranks must hold the same parameters
             parts = [torch.empty_like(mine) for _ in range(WORLD)]
             dist.all_gather(parts, mine)
             identical.append(all(torch.equal(parts[0], p) for p in parts[1:]))
             return result
 
-        grads = []
-        step = trainer.optimizer.step
-
-        def recorded_step(*args, **kwargs):  # the (DDP-averaged) gradient of every step
-            grads.append(torch.cat([p.grad.flatten() for p in trainer.policy.parameters()]))
-            return step(*args, **kwargs)
-
-        trainer.train_batch = checked_batch
         trainer.optimizer.step = recorded_step
         trainer.fit(progress=False, log=False)
         torch.save({"params": flat_params(trainer), "grad0": grads[0], "identical": identical, "epoch": trainer.epoch},
@@ -118,18 +111,17 @@ def imitation_worker(rank, init_file, out_dir, labels):
         trainer = Trainer(cfg)
         identical = []
 
-        def checked(step):
-            def run(*args):
-                result = step(*args)
-                mine = flat_params(trainer)
-                parts = [torch.empty_like(mine) for _ in range(WORLD)]
-                dist.all_gather(parts, mine)
-                identical.append(all(torch.equal(parts[0], p) for p in parts[1:]))
-                return result
-            return run
+        step = trainer.optimizer.step
 
-        trainer.train_batch = checked(trainer.train_batch)
-        trainer.imitation_batch = checked(trainer.imitation_batch)
+        def checked_step(*args, **kwargs):  # a step of either kind
+            result = step(*args, **kwargs)
+            mine = flat_params(trainer)
+            parts = [torch.empty_like(mine) for _ in range(WORLD)]
+            dist.all_gather(parts, mine)
+            identical.append(all(torch.equal(parts[0], p) for p in parts[1:]))
+            return result
+
+        trainer.optimizer.step = checked_step
         rows = trainer.fit(progress=False, log=False)
         torch.save({"identical": identical, "nll": "train_nll" in rows[0], "cost": "train_cost" in rows[1],
                     "epochs": len(rows)},

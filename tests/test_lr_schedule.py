@@ -76,13 +76,13 @@ def test_trainer__a_minutes_budget_drives_the_schedule(tmp_path, monkeypatch):
     clock = [0.0]
     monkeypatch.setattr("agents.training.reinforce.time.perf_counter", lambda: clock[0])
     trainer = Trainer(tiny(tmp_path, epochs=1000, max_minutes=1.0, lr_schedule="linear"))
-    step = trainer.train_batch
+    step = trainer.optimizer.step
 
-    def timed_batch():
+    def timed_step(*args, **kwargs):
         clock[0] += 10.0  # every batch takes 10 s of the 60 s budget
-        return step()
+        return step(*args, **kwargs)
 
-    trainer.train_batch = timed_batch
+    trainer.optimizer.step = timed_step
     rates = step_rates(trainer)
     assert len(rates) == 6  # the budget ends after 60 s
     assert rates == pytest.approx([1e-3 * (1 - t / 60) for t in range(0, 60, 10)])
@@ -96,15 +96,15 @@ def test_resume__a_scheduled_run_killed_mid_budget_continues_exactly(tmp_path):
     whole = Trainer(tiny(tmp_path / "a", lr_schedule="cosine", lr_warmup=0.1))
     whole.fit(progress=False, log=False)
     killed = Trainer(tiny(tmp_path / "b", lr_schedule="cosine", lr_warmup=0.1))
-    step, calls = killed.train_batch, [0]
+    step, calls = killed.optimizer.step, [0]
 
-    def dies_in_the_second_epoch():
+    def dies_in_the_second_epoch(*args, **kwargs):
         calls[0] += 1
         if calls[0] > 5:  # an epoch is 4 batches: killed in the second, after its checkpoint of the first
             raise Killed
-        return step()
+        return step(*args, **kwargs)
 
-    killed.train_batch = dies_in_the_second_epoch
+    killed.optimizer.step = dies_in_the_second_epoch
     with pytest.raises(Killed):
         killed.fit(progress=False, log=False)
     resumed = Trainer.resume(tmp_path / "b" / "run" / "last.pt")

@@ -160,8 +160,8 @@ def test_divergence__a_non_finite_loss_is_refused_before_the_step(tmp_path, monk
         return cost, log_likelihood * math.inf
 
     monkeypatch.setattr(trainer.training_pass, "forward", poisoned)
-    with pytest.raises(TrainingDiverged, match="the loss is"):
-        trainer.train_batch()
+    with pytest.raises(TrainingDiverged, match="batch 0: the loss is"):
+        trainer.fit(progress=False, log=False)
     assert all(torch.equal(p, before[k]) for k, p in trainer.policy.named_parameters())  # no step taken
 
 
@@ -173,7 +173,7 @@ def test_divergence__a_failing_rollout_with_finite_outputs_is_a_bug_not_divergen
 
     monkeypatch.setattr(trainer.training_pass, "forward", broken)
     with pytest.raises(RuntimeError, match="shape mismatch") as info:
-        trainer.train_batch()
+        trainer.fit(progress=False, log=False)
     assert not isinstance(info.value, TrainingDiverged)
 
 

@@ -16,12 +16,11 @@ through it.
   predicts the cost from the instance and is fitted to the sampled costs by mean squared error, with its
   own Adam (``critic_lr``).
 
-The interface (:class:`Baseline`), in the order :class:`~agents.training.reinforce.Trainer` calls it:
+The interface (:class:`Baseline`), in the order the training loop (:mod:`agents.training.reinforce`)
+calls it:
 
-- ``Baseline(trainer)``: built from the trainer, whose resources it reads: ``cfg`` (the
-  :class:`~agents.training.config.TrainConfig`), ``problem`` (the problem unit), ``device``, ``policy``,
-  ``world_size``, ``epoch``, ``eval_generator`` (the random stream shared by all ranks), and
-  ``greedy_costs(policy, instances, sharded=...)`` / ``autocast()``. Nothing is drawn or evaluated yet.
+- ``Baseline(trainer)``: built from the trainer, whose resources it reads (:class:`TrainerView`, which
+  :class:`~agents.training.reinforce.Trainer` satisfies). Nothing is drawn or evaluated yet.
 - ``initialize()``: the state of a fresh run (the rollout baseline freezes the initial policy and
   evaluates it on a fresh evaluation set). A resumed run calls ``load_state_dict`` instead.
 - ``rollouts_per_instance`` and ``prepare(instances) -> (rollouts, first_actions)``: what the policy
@@ -49,7 +48,7 @@ costs, and the critic is wrapped in DDP, so that all ranks take the same decisio
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import Any, ContextManager, Protocol
 
 import torch
 from torch import Tensor, nn
@@ -61,8 +60,23 @@ from ..policies.critic import Critic, CriticConfig
 from ..policies.protocol import select_rows
 from .distributed import gather_costs
 
-if TYPE_CHECKING:
-    from .reinforce import Trainer
+
+class TrainerView(Protocol):
+    """What a baseline reads of the trainer that builds it."""
+
+    cfg: Any  # the run's TrainConfig
+    problem: Any  # the problem unit (routing_gym.problems)
+    device: torch.device
+    policy: nn.Module
+    world_size: int
+    epoch: int  # the epoch being trained (0-based)
+    eval_generator: torch.Generator  # the random stream shared by all ranks
+
+    def greedy_costs(self, policy, instances, *, sharded: bool = False) -> Tensor:
+        """(B,) greedy costs of ``instances``; ``sharded``: decoded in slices across ranks, gathered."""
+
+    def autocast(self) -> ContextManager:
+        """The forward passes' autocast context."""
 
 
 def paired_t_test_better(candidate: Tensor, baseline: Tensor, alpha: float) -> tuple[bool, float]:
@@ -87,7 +101,7 @@ class Baseline:
     rollouts_per_instance: int = 1
     equal_rows: int = 1  # prepare's rows come in runs of this many equal instances (encoded once)
 
-    def __init__(self, trainer: "Trainer"):
+    def __init__(self, trainer: TrainerView):
         self.trainer = trainer
 
     def initialize(self) -> None:
@@ -121,7 +135,7 @@ class ExponentialBaseline(Baseline):
     """A moving average of the batch's mean cost: ``v <- beta * v + (1 - beta) * mean(cost)``, started at
     the first batch's mean; the new value is the baseline of that batch."""
 
-    def __init__(self, trainer: "Trainer | None" = None, *, beta: float | None = None):
+    def __init__(self, trainer: TrainerView | None = None, *, beta: float | None = None):
         """``beta``: the decay, by default the trainer's ``exp_beta`` (one of the two must be given)."""
         super().__init__(trainer)
         self.beta = trainer.cfg.exp_beta if beta is None else beta
@@ -145,7 +159,7 @@ class RolloutBaseline(Baseline):
     lower than the frozen copy's (``eval_costs``) by a one-sided paired t-test at ``bl_alpha``. During the
     first ``warmup_epochs`` epochs the baseline is an :class:`ExponentialBaseline` (``warmup``) instead."""
 
-    def __init__(self, trainer: "Trainer"):
+    def __init__(self, trainer: TrainerView):
         super().__init__(trainer)
         self.warmup = ExponentialBaseline(trainer)
         self.model: nn.Module | None = None
@@ -210,7 +224,7 @@ class POMOBaseline(Baseline):
     declares (``problem.start_nodes``), on each of its ``cfg.augment`` symmetric copies
     (:func:`agents.inference.search.augment`), and the mean cost of its rollouts is the baseline of each."""
 
-    def __init__(self, trainer: "Trainer"):
+    def __init__(self, trainer: TrainerView):
         super().__init__(trainer)
         n_total = trainer.problem.num_nodes_total(trainer.cfg.num_nodes)
         self.starts = trainer.problem.start_nodes(n_total, trainer.device)
@@ -235,7 +249,7 @@ class CriticBaseline(Baseline):
     (``critic_lr``, gradients clipped at ``max_grad_norm``); its initial weights are seeded by
     ``seed + 1``."""
 
-    def __init__(self, trainer: "Trainer"):
+    def __init__(self, trainer: TrainerView):
         super().__init__(trainer)
         cfg = trainer.cfg
         with torch.random.fork_rng(devices=[]):
