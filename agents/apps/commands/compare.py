@@ -12,6 +12,7 @@ WRITES_AND_READS = None  # it reads only the shipped models
 
 
 def add_parser(sub) -> None:
+    """The ``compare`` subcommand: which shipped models, the test set, and the picture."""
     from ...policies.pretrained import pretrained_sizes
 
     c = add_command(sub, "compare", "the shipped models against the heuristics",
@@ -31,6 +32,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    """Print the table of costs and gaps; save the picture (the default one skipped, with a note, when it
+    cannot be drawn)."""
     from ..compare import check_picture, compare_problem, method_count, picture, shipped_problems, table
 
     shipped = shipped_problems(args.num_nodes)

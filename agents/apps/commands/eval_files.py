@@ -139,6 +139,8 @@ class FileDecoder:
         self.real, self.tours, self.seconds = None, None, 0.0
 
     def __call__(self, problem_name: str, instance):
+        """The tours of one file's instance (a batch of 1); ``ValueError`` for a file of another problem than
+        ``--problem``."""
         args = self.args
         if args.problem is not None and problem_name != args.problem:
             raise ValueError(f"a {problem_name} file, not {args.problem} (--problem); --instances reads the "

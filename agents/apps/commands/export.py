@@ -8,6 +8,7 @@ WRITES_AND_READS = ("out", ("checkpoint",))  # never --out over the checkpoint r
 
 
 def add_parser(sub) -> None:
+    """The ``export`` subcommand: the checkpoint read and the policy file written."""
     x = add_command(sub, "export", "write a checkpoint's policy as a small policy file",
                     "Write a trainer checkpoint's policy as a small policy file, with its metadata record.")
     x.add_argument("--checkpoint", type=input_file, required=True, help="a trainer checkpoint (OUT_DIR/last.pt)")
@@ -16,6 +17,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    """Write the policy file and say what it holds."""
     from ...policies.pretrained import export_policy
 
     meta = export_policy(args.checkpoint, args.out)

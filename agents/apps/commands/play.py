@@ -7,6 +7,7 @@ WRITES_AND_READS = None  # it writes nothing
 
 
 def add_parser(sub) -> None:
+    """The ``play`` subcommand: the problem, its size and seed, and the opponent."""
     p = add_command(sub, "play", "build a tour by clicking, then compare with a policy")
     p.add_argument("--problem", choices=PROBLEM_CHOICES, default="tsp", help="the problem to play")
     p.add_argument("--num-nodes", type=int, default=20, help="customers (TSP: nodes)")
@@ -16,6 +17,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    """Open the window (a display is needed) and play against the opponent: the shipped model, else nearest."""
     from ...policies.pretrained import pretrained_path
     from ..visual import play, require_display
 

@@ -11,6 +11,7 @@ WRITES_AND_READS = ("out", ("policy",))  # never --out over a checkpoint read
 
 
 def add_parser(sub) -> None:
+    """The ``render`` subcommand: the problem, the policies, the instance's seed, the file (or a window)."""
     r = add_command(sub, "render", "record (or show) a policy's rollout",
                     "Record a policy's rollout as a GIF or MP4 (or show it in a window); --compare puts several "
                     "policies side by side.")
@@ -26,6 +27,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    """Roll the policies out on one seeded instance, print their costs, record (or show) the rollout."""
     from ..visual import check_writer, record, require_display
 
     variant = variant_of(args, get_problem(args.problem))

@@ -14,6 +14,7 @@ WRITES_AND_READS = ("save", ("dataset",))  # never --save over the dataset read
 
 
 def add_parser(sub) -> None:
+    """The ``solve`` subcommand: the problem and method, the instances, the solver's budget, the output."""
     v = add_command(sub, "solve", "reference solutions (Held-Karp, LKH, OR-Tools, PyVRP)",
                     "Reference solutions of seeded instances or a dataset (Held-Karp, LKH, OR-Tools, PyVRP); --save "
                     "writes them with the instances as a labelled dataset.")
@@ -33,6 +34,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    """Solve the instances (generated, or a dataset's), print the mean cost; ``--save`` labels them."""
     from routing_gym.data import load_dataset, save_dataset
 
     from ...references.solvers import solve

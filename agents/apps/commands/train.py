@@ -9,7 +9,7 @@ from pathlib import Path
 from routing_gym.problems import get_problem
 
 from .common import (EXIT_INTERRUPTED, EXIT_REFUSED, PROBLEM_CHOICES, VARIANT_OPTIONS, add_command, add_variant_args,
-                     augment_count, device_name, folder_arg, input_file, one_line, os_error_message, positive_int,
+                     augment_count, device_name, flag, folder_arg, input_file, one_line, os_error_message, positive_int,
                      variant_of)
 
 MODEL_OPTIONS = ("embed_dim", "n_layers", "ff_hidden")  # train options that set AttentionModelConfig fields
@@ -75,7 +75,8 @@ def add_model_args(t) -> None:
     t.add_argument("--embed-dim", type=positive_int, help="attention model: embedding width (default: the paper's 128)")
     t.add_argument("--n-layers", type=positive_int, help="attention model: encoder layers (default: the paper's 3)")
     t.add_argument("--ff-hidden", type=positive_int,
-                   help="attention model: hidden units of the encoder's feed-forward sublayers (default: the paper's 512)")
+                   help="attention model: hidden units of the encoder's feed-forward sublayers "
+                   "(default: the paper's 512)")
 
 
 def add_run_args(t) -> None:
@@ -150,8 +151,9 @@ def resumed_trainer(args):
              and getattr(args, f.name, None) is not None] + (["distance_bias"] if args.distance_bias else []) \
         + [k for k in (*VARIANT_OPTIONS, *MODEL_OPTIONS) if getattr(args, k, None) is not None]
     if fixed:
+        named = ", ".join("--" + flag(k) for k in fixed)
         raise ValueError(f"--resume continues the checkpoint's settings; only --epochs, --batch-size, --out-dir, "
-                         f"--device and --max-minutes may be changed, not {', '.join('--' + k.replace('_', '-') for k in fixed)}")
+                         f"--device and --max-minutes may be changed, not {named}")
     overrides = {k: getattr(args, k) for k in RESUME_CHANGEABLE if getattr(args, k) is not None}
     return Trainer.resume(args.resume, **overrides)
 
