@@ -1,2 +1,3 @@
-"""What users run: the ``routing-gym`` command line (:mod:`.cli`), the shipped-model comparison
-(:mod:`.compare`) and the visual rollouts (:mod:`.visual`). May import every other layer."""
+"""What users run: the ``routing-gym`` command line (:mod:`.cli`, one module per command in :mod:`.commands`),
+the shipped-model comparison (:mod:`.compare`) and the visual rollouts (:mod:`.visual`). May import every other
+layer."""

@@ -1,0 +1,65 @@
+"""What ``eval``'s two paths (generated instances or a dataset, and TSPLIB / VRPLIB files) share: the call
+of ``--decode``, its one-line description, and the ``--csv`` rows."""
+from __future__ import annotations
+
+import torch
+
+from .common import make_parent
+
+CSV_FIELDS = ("name", "n", "cost", "reference", "gap", "routes", "seconds", "tour")
+
+
+def describe_decoding(args) -> str:
+    """``--decode``'s settings in words, as the result line shows them (``sample x1280, augment x8``)."""
+    if args.decode == "best":
+        return f"best in {args.time_limit:g} s per instance"
+    temperature = f" at temperature {args.temperature:g}" if args.temperature != 1 else ""
+    detail = {"sample": f" x{args.samples}{temperature}", "beam": f" width {args.beam_width}"}.get(args.decode, "")
+    return args.decode + detail + (f", augment x{args.augment}" if args.augment > 1 else "")
+
+
+def decode_with(args, policy, problem, instances, options):
+    """``--decode``'s tours of a batch: :func:`agents.inference.search.decode`, or for ``best`` the pipeline of
+    :mod:`agents.references.pipeline` with ``--time-limit`` seconds per instance (``.cost``, ``.tours`` either way)."""
+    if args.decode == "best":
+        from ...references.pipeline import best
+
+        return best(policy, problem, instances, args.time_limit, batch_size=args.batch_size)
+    from ...inference.search import decode
+
+    return decode(policy, problem, instances, args.decode, **options)
+
+
+def csv_row(name: str, n: int, cost: float, reference: float | None, has_depot: bool, tour: list[int],
+            ids, seconds: float) -> dict:
+    """One ``--csv`` row: ``tour`` (actions, node indices) written as node ``ids`` (a file's own; with a depot,
+    the depot's id between routes, none before the first or after the last), ``routes`` counted (TSP: 1)."""
+    ids = list(ids)
+    if has_depot:
+        tour = [a for i, a in enumerate(tour) if a != 0 or (0 < i and tour[i - 1] != 0)]  # no empty routes
+        while tour and tour[-1] == 0:
+            tour.pop()
+    else:
+        tour = tour[:len(ids)]
+    gap = None if reference is None else 100.0 * (cost - reference) / abs(reference)
+    return {"name": name, "n": n, "cost": f"{cost:.10g}", "reference": "" if reference is None else f"{reference:.10g}",
+            "gap": "" if gap is None else f"{gap:.4f}", "routes": count_routes(torch.tensor(tour)) if has_depot else 1,
+            "seconds": f"{seconds:.3f}", "tour": " ".join(str(ids[a]) for a in tour)}
+
+
+def write_csv(path: str, rows: list[dict]) -> None:
+    """``--csv``: the rows under a header of :data:`CSV_FIELDS`, the missing folders above it created."""
+    import csv
+
+    make_parent(path)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {path} ({len(rows)} rows)")
+
+
+def count_routes(tours) -> int:
+    """Routes in a CVRP tour (one row of actions; 0 is the depot, and 0 or -1 pads the end): runs of customers."""
+    seq = [int(a) for a in torch.as_tensor(tours).reshape(-1).tolist()]
+    return sum(1 for i, a in enumerate(seq) if a > 0 and (i == 0 or seq[i - 1] <= 0))
