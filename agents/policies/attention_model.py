@@ -18,8 +18,9 @@ ICLR 2019 (code: wouterkool/attention-learn-to-route, ``nets/attention_model.py`
   of the cost from i to j (so node i attends by its outgoing costs; the matrix need not be symmetric),
   and each node's initial features are four numbers of its row and column of the matrix (the least and
   the mean cost out of it, the least and the mean cost into it, diagonal excluded;
-  :func:`edge_features`), which any N gives. A simple reading, not MatNet's (Kwon et al. 2021) dual
-  row/column encoder.
+  :func:`edge_features`), which any N gives; the pointer's logits also add a learned multiple of the costs
+  out of the current node (starting at a nearest-neighbour preference, :data:`EDGE_LOGIT_SCALE`). A simple
+  reading, not MatNet's (Kwon et al. 2021) dual row/column encoder.
 
 The problem-specific parts come from what the problem unit declares (its ``policy``, a
 :class:`~routing_gym.problems.base.PolicyInputs`), never from its name: what a node's initial embedding
@@ -96,6 +97,9 @@ class AttentionCache(NamedTuple):
     glimpse_key: Tensor  # (B, H, N, K)
     glimpse_val: Tensor  # (B, H, N, K)
     logit_key: Tensor  # (B, N, D) pointer keys, divided by sqrt(D) (the logits' scale)
+
+
+EDGE_LOGIT_SCALE = 3.0  # the pointer's initial preference for cheap edges, per unit of cost (problems with a matrix)
 
 
 def concat_embeddings(embeddings: Tensor, index: Tensor) -> Tensor:
@@ -293,6 +297,10 @@ class AttentionModel(nn.Module):
         self.project_fixed_context = nn.Linear(d, d, bias=False)
         self.project_step_context = nn.Linear(self.step_context.dim, d, bias=False)
         self.project_out = nn.Linear(d, d, bias=False)
+        self.edge_weights = inputs.edge_weights
+        if self.edge_weights:  # a cost matrix: the pointer also reads the costs out of the current node (learned
+            # scale, starting at a nearest-neighbour preference); registered only then, other state dicts unchanged
+            self.edge_logit_scale = nn.Parameter(torch.tensor(-EDGE_LOGIT_SCALE))
 
     @property
     def device(self) -> torch.device:
@@ -341,6 +349,10 @@ class AttentionModel(nn.Module):
                                                  glimpse_val, attn_mask=mask[:, None, None, :])  # (B, H, 1, K)
         glimpse = self.project_out(glimpse.reshape(b, d))  # (B, D)
         logits = torch.einsum("bd,bnd->bn", glimpse, logit_key)  # (B, N)
+        if self.edge_weights:  # + scale * cost(current, j)
+            costs = obs[self.edge_weights]  # (B, N, N)
+            row = costs.gather(1, obs["current_node"].long()[:, None, None].expand(-1, 1, costs.shape[-1])).squeeze(1)
+            logits = logits + self.edge_logit_scale * row  # (B, N)
         if self.config.tanh_clipping > 0:
             logits = self.config.tanh_clipping * torch.tanh(logits)
         return logits.masked_fill(~mask, -math.inf).log_softmax(dim=-1), cache
