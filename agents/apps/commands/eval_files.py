@@ -130,7 +130,8 @@ def say(message: str) -> None:
 class FileDecoder:
     """The ``tours(problem_name, instance)`` that :func:`routing_gym.tsplib.evaluate` calls on a file: the
     policy's tours under ``--decode``, each policy loaded once per problem and size. A CVRPLIB file with a
-    fleet k whose plain decoding used more routes is decoded again under the fixed-fleet CVRP (cvrpmvc).
+    fleet k whose plain decoding used more routes is decoded again under the fixed-fleet CVRP (cvrpmvc), whose
+    tours replace the plain ones where they keep to k routes.
     ``real`` is the file being evaluated (set by the caller); ``tours`` and ``seconds``, the last call's."""
 
     def __init__(self, args, options: dict):
@@ -151,11 +152,14 @@ class FileDecoder:
         began = time.perf_counter()
         with torch.no_grad():
             self.tours = decode_with(args, policy, get_problem(problem_name), instance, self.options).tours
-            if fleet is not None and count_routes(self.tours) > int(fleet.num_vehicles[0]):
+            k = None if fleet is None else int(fleet.num_vehicles[0])
+            if k is not None and count_routes(self.tours) > k:
                 # more routes than the file's k: decoded again under the fixed-fleet CVRP's mask (same observation
-                # keys), which keeps to k routes where it can
+                # keys), kept where it keeps to k routes (else the plain tours stand, with the table's note)
                 fleet = type(fleet)(*(f.to(args.device) for f in fleet))
-                self.tours = decode_with(args, policy, get_problem("cvrpmvc"), fleet, self.options).tours
+                tours = decode_with(args, policy, get_problem("cvrpmvc"), fleet, self.options).tours
+                if count_routes(tours) <= k:
+                    self.tours = tours
         self.seconds = time.perf_counter() - began
         return self.tours
 
