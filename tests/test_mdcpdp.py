@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from episodes import every_episode as episodes_of
 from routing_gym.problems import MDCPDP, step, tour_cost
 
 D = 5  # depots
@@ -94,36 +95,12 @@ def instance(locs, capacity=(3,) * D, w=1.0, reward_mode="lateness", problem_mod
 
 
 def every_episode(inst):
-    """Follow the mask depth-first through every feasible episode, checking each mask against the model and
-    each episode's summed reward and ``tour_cost`` against :func:`own_cost`; returns (actions, cost) pairs."""
+    """Every feasible episode of ``inst``, checked against :class:`Model` and :func:`own_cost`
+    (``episodes.every_episode``); returns (actions, cost) pairs."""
     locs, n = inst.locs[0].double().numpy(), inst.locs.shape[1]
     feats = {k: v[0].numpy() for k, v in inst._asdict().items() if k != "locs"}
     cap = [int(c) for c in inst.capacity[0]]
-    episodes = []
-
-    def dfs(state, actions, ret):
-        model = Model(n, cap)
-        for a in actions:
-            model.apply(a)
-        if state.done.item():
-            assert model.done and ret == pytest.approx(-own_cost(locs, feats, actions), abs=1e-5)
-            episodes.append((actions, own_cost(locs, feats, actions)))
-            return
-        assert not model.done
-        allowed = set(state.mask[0].nonzero().flatten().tolist())
-        assert allowed == model.allowed(), f"after {actions}"
-        for a in sorted(allowed):
-            nxt, r, invalid = step(MDCPDP, state, torch.tensor([a]))
-            assert not invalid.item()
-            dfs(nxt, actions + [a], ret + float(r[0]))
-
-    dfs(MDCPDP.reset(inst), [], 0.0)
-    width = max(len(a) for a, _ in episodes)
-    tours = torch.tensor([a + [0] * (width - len(a)) for a, _ in episodes])
-    batch = MDCPDP.Instance(*(f.expand(len(episodes), *f.shape[1:]) for f in inst))
-    for (_, cost), c in zip(episodes, tour_cost(MDCPDP, batch, tours).tolist()):
-        assert c == pytest.approx(cost, abs=1e-5)
-    return episodes
+    return episodes_of(MDCPDP, inst, lambda: Model(n, cap), lambda actions: own_cost(locs, feats, actions))
 
 
 MODES = [("lateness", "close", 1.0), ("lateness", "open", 0.5), ("lateness", "close", 0.0), ("minsum", "close", 1.0),

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from episodes import every_episode as episodes_of
 from routing_gym.problems import MTSP, step, tour_cost
 
 
@@ -61,35 +62,11 @@ def instance(locs, m, cost_type):
 
 
 def every_episode(inst):
-    """Follow the mask depth-first through every feasible episode, checking each mask against the model and
-    each episode's summed reward and ``tour_cost`` against :func:`own_cost`; returns (actions, cost) pairs."""
+    """Every feasible episode of ``inst``, checked against :class:`Model` and :func:`own_cost`
+    (``episodes.every_episode``); returns (actions, cost) pairs."""
     locs, n, m = inst.locs[0].double().numpy(), inst.locs.shape[1], int(inst.num_agents[0])
     feats = {"cost_type": float(inst.cost_type[0])}
-    episodes = []
-
-    def dfs(state, actions, ret):
-        model = Model(n, m)
-        for a in actions:
-            model.apply(a)
-        if state.done.item():
-            assert model.done and ret == pytest.approx(-own_cost(locs, feats, actions), abs=1e-5)
-            episodes.append((actions, own_cost(locs, feats, actions)))
-            return
-        assert not model.done
-        allowed = set(state.mask[0].nonzero().flatten().tolist())
-        assert allowed == model.allowed(), f"after {actions}"
-        for a in sorted(allowed):
-            nxt, r, invalid = step(MTSP, state, torch.tensor([a]))
-            assert not invalid.item()
-            dfs(nxt, actions + [a], ret + float(r[0]))
-
-    dfs(MTSP.reset(inst), [], 0.0)
-    width = max(len(a) for a, _ in episodes)
-    tours = torch.tensor([a + [0] * (width - len(a)) for a, _ in episodes])
-    batch = MTSP.Instance(*(f.expand(len(episodes), *f.shape[1:]) for f in inst))
-    for (_, cost), c in zip(episodes, tour_cost(MTSP, batch, tours).tolist()):
-        assert c == pytest.approx(cost, abs=1e-5)
-    return episodes
+    return episodes_of(MTSP, inst, lambda: Model(n, m), lambda actions: own_cost(locs, feats, actions))
 
 
 @pytest.mark.parametrize("seed,n,m,cost_type", [(s, n, m, c) for s in range(2) for n in (3, 4, 5) for m in (1, 2, 3)
