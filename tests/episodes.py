@@ -1,5 +1,8 @@
 """A test-side judge shared by the problems' own tests: every feasible episode of a tiny instance, followed
 through the unit's mask and checked against an independent model of the rules."""
+import math
+
+import numpy as np
 import pytest
 import torch
 
@@ -37,3 +40,24 @@ def every_episode(problem, inst, new_model, cost) -> list[tuple[list[int], float
     for (_, expected), c in zip(episodes, tour_cost(problem, batch, tours).tolist()):
         assert c == pytest.approx(expected, abs=1e-5)
     return episodes
+
+
+def routes_of(tour) -> list[list[int]]:
+    """The routes (node lists) of a finished tour of vehicles from the depot (node 0): split at the depot,
+    padding dropped."""
+    seq = [int(a) for a in tour]
+    while seq and seq[-1] == 0:
+        seq.pop()
+    routes = [[]]
+    for a in seq:
+        if a == 0:
+            routes.append([])
+        else:
+            routes[-1].append(a)
+    return routes
+
+
+def route_lengths(locs, tour) -> list[float]:
+    """Each route's length in float64, from the depot through its nodes and back."""
+    locs = np.asarray(locs, np.float64)
+    return [sum(math.hypot(*(locs[a] - locs[b])) for a, b in zip([0] + r, r + [0])) for r in routes_of(tour)]

@@ -8,29 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from episodes import every_episode as episodes_of
+from episodes import every_episode as episodes_of, route_lengths, routes_of
 from routing_gym.problems import MPDP, step, tour_cost
-
-
-def routes_of(tour):
-    """The vehicles' routes (node lists) of a finished tour: split at the depot, padding dropped."""
-    seq = [int(a) for a in tour]
-    while seq and seq[-1] == 0:
-        seq.pop()
-    routes = [[]]
-    for a in seq:
-        if a == 0:
-            routes.append([])
-        else:
-            routes[-1].append(a)
-    return routes
 
 
 def own_cost(locs, feats, tour):
     """The cost in float64 from the routes alone: the longest route (objective 0, "minmax") or their sum (1,
     "minsum"); each route from the depot through its nodes and back. (Also ``test_problems``' judge.)"""
-    locs = np.asarray(locs, np.float64)
-    lengths = [sum(math.hypot(*(locs[a] - locs[b])) for a, b in zip([0] + r, r + [0])) for r in routes_of(tour)]
+    lengths = route_lengths(locs, tour)
     return max(lengths) if float(np.asarray(feats["objective"]).reshape(-1)[0]) == 0 else sum(lengths)
 
 
