@@ -612,6 +612,25 @@ def as_float_tensor(value: Any, name: str, shape: tuple, device: Any) -> Tensor:
     return arr
 
 
+def option_codes(value: Any, name: str, names: tuple[str, ...], lead: tuple, b: int, device: Any) -> Tensor:
+    """An instance field that names one of ``names`` (mTSP's ``cost_type``, MDCPDP's ``reward_mode``, ...): the
+    names or their codes 0..len(names) - 1, one for all instances or (B,) / (B, 1), as a (B, 1) float32 tensor
+    on ``device`` (``ValueError`` names the field)."""
+    arr = np.asarray(value) if not isinstance(value, Tensor) else None
+    if arr is not None and arr.dtype.kind in "US":
+        if not set(arr.reshape(-1).tolist()) <= set(names):
+            raise ValueError(f"instance field '{name}' must be one of {names}, got {value!r}")
+        codes = np.vectorize(names.index, otypes=[np.float32])(arr).reshape(-1)
+        return torch.as_tensor(np.broadcast_to(codes, (b,)).copy(), device=device).reshape(b, 1)
+    shape = tuple(np.shape(value))
+    code = as_float_tensor(value, name, shape if shape in ((), lead, lead + (1,)) else lead, None).to(device)
+    code = code.reshape(-1).expand(b).reshape(b, 1) if code.numel() == 1 else code.reshape(b, 1)
+    if ((code != code.round()) | (code < 0) | (code > len(names) - 1)).any():
+        raise ValueError(f"instance field '{name}' must be one of {names} or their codes 0..{len(names) - 1}, got "
+                         f"{code.reshape(-1).tolist()}")
+    return code
+
+
 def check_range(arr: Tensor, name: str, low: float, high: float) -> None:
     if arr.numel() and (arr.min() < low or arr.max() > high):
         raise ValueError(f"instance field '{name}' must lie in [{low}, {high}], "

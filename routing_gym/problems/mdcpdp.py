@@ -45,7 +45,7 @@ import torch
 from torch import Tensor
 
 from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, Variant, as_float_tensor, batch_size_of, \
-    check_range, distance, gather_nodes, generation_device, instance_fields, node_index, steps_taken
+    check_range, distance, gather_nodes, generation_device, instance_fields, node_index, option_codes, steps_taken
 from .masks import any_marked, empty_mask, flags, mark, mask_of
 from .mtsp import route_bound
 from .pdp import PDP, pairs
@@ -87,25 +87,6 @@ class MDCPDPState(NamedTuple):
     lateness: Tensor  # (B,) float32 sum of the arrival times at the deliveries so far
     done: Tensor  # (B,) bool
     mask: Tensor  # (B, N) uint8 mask, 1 = allowed
-
-
-def codes_of(value: Any, name: str, lead: tuple, b: int, dev) -> Tensor:
-    """A coded instance field (``reward_mode``, ``problem_mode``): names or codes, one for all or (B,) / (B, 1),
-    as a (B, 1) float32 tensor (``ValueError`` names the field)."""
-    names = CODED[name]
-    arr = np.asarray(value) if not isinstance(value, Tensor) else None
-    if arr is not None and arr.dtype.kind in "US":
-        if not set(arr.reshape(-1).tolist()) <= set(names):
-            raise ValueError(f"instance field '{name}' must be one of {names}, got {value!r}")
-        codes = np.vectorize(names.index, otypes=[np.float32])(arr).reshape(-1)
-        return torch.as_tensor(np.broadcast_to(codes, (b,)).copy(), device=dev).reshape(b, 1)
-    shape = tuple(np.shape(value))
-    code = as_float_tensor(value, name, shape if shape in ((), lead, lead + (1,)) else lead, None).to(dev)
-    code = code.reshape(-1).expand(b).reshape(b, 1) if code.numel() == 1 else code.reshape(b, 1)
-    if ((code != code.round()) | (code < 0) | (code > len(names) - 1)).any():
-        raise ValueError(f"instance field '{name}' must be one of {names} or their codes 0..{len(names) - 1}, got "
-                         f"{code.reshape(-1).tolist()}")
-    return code
 
 
 class MDCPDP(Problem):
@@ -236,7 +217,7 @@ class MDCPDP(Problem):
         w = as_float_tensor(w, "lateness_weight", lead + (1,) if tuple(np.shape(w)) == lead + (1,) else lead, device)
         w = w.reshape(b, 1).to(dev)
         check_range(w, "lateness_weight", 0.0, 1.0)
-        modes = {k: codes_of(data.get(k, CODED[k][0]), k, lead, b, dev) for k in CODED}
+        modes = {k: option_codes(data.get(k, CODED[k][0]), k, CODED[k], lead, b, dev) for k in CODED}
         return MDCPDPInstance(locs=locs, capacity=capacity, lateness_weight=w, **modes)
 
     @classmethod
