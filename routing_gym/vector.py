@@ -124,7 +124,7 @@ def advance(problem, prev, actions: Tensor, resetting: Tensor, returns: Tensor, 
         terminated = state.done & ~truncated if disabled else ended & ~truncated
         final = ended | truncated
     returns += reward
-    column = torch.where(~prev_done & ~invalid, prev.step, tours.shape[1] - 1)
+    column = torch.where(~prev_done & ~invalid, prev.num_steps, tours.shape[1] - 1)
     tours.scatter_(1, column[:, None], actions[:, None])
     ended_invalid |= invalid
     infos = {"cost": torch.where(final, -returns, 0.0), "_cost": final,

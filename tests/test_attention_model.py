@@ -45,7 +45,7 @@ def test_log_probs__tsp_uses_the_placeholder_at_step_0():
         cache = model.precompute(obs)
         moved = dict(obs, first_node=torch.full((4,), 3), current_node=torch.full((4,), 7))
         torch.testing.assert_close(model.log_probs(cache, obs)[0], model.log_probs(cache, moved)[0])
-        later = dict(moved, step=torch.ones(4, 1))
+        later = dict(moved, num_steps=torch.ones(4, 1))
         assert not torch.allclose(model.log_probs(cache, obs)[0], model.log_probs(cache, later)[0])
 
 

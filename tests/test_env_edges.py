@@ -48,7 +48,7 @@ def test_vector__negative_stride_actions_and_reset_mask_are_accepted():
     obs, *_ = env.step(np.array([2, 1, 0])[::-1])
     assert list(obs["current_node"]) == [0, 1, 2]
     obs, _ = env.reset(options={"reset_mask": np.array([True, True, False])[::-1]})  # rows 1 and 2
-    assert list(obs["current_node"]) == [0, 0, 0] and list(obs["step"][:, 0]) == [1, 0, 0]
+    assert list(obs["current_node"]) == [0, 0, 0] and list(obs["num_steps"][:, 0]) == [1, 0, 0]
 
 
 def test_vector__all_false_reset_mask_resets_nothing_even_with_a_seed():

@@ -54,7 +54,7 @@ def test_torchrl__gym_wrapper_over_the_vector_env_passes_check_env_specs(problem
     rollout = env.rollout(40, break_when_any_done=False)  # random (masked) actions end episodes early
     done = rollout["next", "done"].squeeze(-1)
     assert done.sum() > 4  # several episodes per sub-env: TorchRL reset the finished ones
-    restarted = rollout["step"].squeeze(-1)[:, 1:][done[:, :-1]]
+    restarted = rollout["num_steps"].squeeze(-1)[:, 1:][done[:, :-1]]
     assert (restarted == 0).all()
 
 

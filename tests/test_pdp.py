@@ -92,7 +92,7 @@ def test_pdp__observation_roles_and_partners():
     obs = PDP.observe(PDP.reset(inst))
     assert obs["role"][0].tolist() == [0, 1, 1, 1, -1, -1, -1]
     assert torch.equal(obs["partner_locs"][:, [1, 2, 3, 4, 5, 6, 0]], inst.locs[:, [4, 5, 6, 1, 2, 3, 0]])
-    assert obs["step"].max() == 0 and PDP.max_steps(7) == 6
+    assert obs["num_steps"].max() == 0 and PDP.max_steps(7) == 6
 
 
 def test_pdp__sizes_are_even_and_instances_validated():

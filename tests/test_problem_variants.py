@@ -158,7 +158,7 @@ def test_sdvrp__observation_shows_the_remaining_demand_and_capacity():
     obs = SDVRP.observe(state)
     assert obs["demand"][0].tolist() == [0, 0, 0.25] and obs["remaining_capacity"][0].tolist() == [0.0]
     assert state.mask[0].tolist() == [True, False, False] and state.visited[0, 1:].tolist() == [True, False]
-    assert int(obs["current_node"][0]) == 2 and obs["step"][0].tolist() == [2.0]
+    assert int(obs["current_node"][0]) == 2 and obs["num_steps"][0].tolist() == [2.0]
     assert torch.equal(inst.demand, torch.tensor([[0, 0.75, 0.5]]))  # the instance is not modified
     state, _, _ = step(SDVRP, state, torch.tensor([0]))
     assert SDVRP.observe(state)["remaining_capacity"][0].tolist() == [1.0]
@@ -166,7 +166,7 @@ def test_sdvrp__observation_shows_the_remaining_demand_and_capacity():
     state, r, _ = step(SDVRP, state, torch.tensor([2]))  # the rest; the return is added to this step
     assert state.done.item() and float(r[0]) == pytest.approx(-0.4, abs=1e-6)
     bounds = SDVRP.bounds(3)
-    assert set(bounds) | {"current_node"} == set(SDVRP.observe(state)) and bounds["step"][2] == max_steps(2) == 7
+    assert set(bounds) | {"current_node"} == set(SDVRP.observe(state)) and bounds["num_steps"][2] == max_steps(2) == 7
 
 
 def test_sdvrp__float_remainders_are_not_forgiven_as_in_the_reference():
@@ -180,7 +180,7 @@ def test_sdvrp__float_remainders_are_not_forgiven_as_in_the_reference():
     assert state.mask[0].tolist() == [True, False, False, False] and not state.done.item()
     state, _, _ = step(SDVRP, state, torch.tensor([0]))
     state, _, _ = step(SDVRP, state, torch.tensor([3]))
-    assert state.done.item() and int(state.step[0]) == 5
+    assert state.done.item() and int(state.num_steps[0]) == 5
 
 
 def reference_sdvrp_rollout(inst, seed):
@@ -217,16 +217,16 @@ def reference_sdvrp_rollout(inst, seed):
         actions.append(np.where(live, a, 0))
     tours = np.stack(actions, 1)
     for b in range(len(tours)):
-        walk = [int(x) for x in tours[b][: int(state.step[b])]]
+        walk = [int(x) for x in tours[b][: int(state.num_steps[b])]]
         assert float(ret[b]) == pytest.approx(-route_length(inst.locs[b].double().numpy(), walk), abs=1e-4)
-    return state.step, tiny
+    return state.num_steps, tiny
 
 
 def test_sdvrp__generated_rollouts_follow_a_port_of_the_reference_update():
     inst = SDVRP.generate(48, 20, generator=torch.Generator().manual_seed(3))
     steps, tiny = reference_sdvrp_rollout(inst, seed=4)
     assert tiny  # float32 remainders of ~1e-8 occurred and were handled as the reference does
-    assert int(steps.max()) <= SDVRP.bounds(21)["step"][2] == max_steps(20) == 79
+    assert int(steps.max()) <= SDVRP.bounds(21)["num_steps"][2] == max_steps(20) == 79
 
 
 def test_sdvrp__generator_is_cvrps_draw_for_draw():
@@ -253,7 +253,7 @@ def test_spctsp__every_episode_matches_the_model(case):
     f = SPCTSP_CASES[case]
     episodes = check_every_episode(SPCTSP, one(SPCTSP, **f), lambda: SPCTSPModel(f["real_prize"], f["penalty"]))
     n = len(f["locs"]) - 1
-    assert all(len(actions) <= n + 1 == SPCTSP.bounds(n + 1)["step"][2] for actions, _ in episodes)
+    assert all(len(actions) <= n + 1 == SPCTSP.bounds(n + 1)["num_steps"][2] for actions, _ in episodes)
 
 
 def test_spctsp__depot_and_prize_to_collect_follow_the_real_prize():
@@ -293,7 +293,7 @@ def test_spctsp__generated_rollouts_against_float32_prize_sums():
         tours.append(a.numpy())
     tours = np.stack(tours, 1)
     for b in range(32):
-        walk = [int(x) for x in tours[b][: int(state.step[b])]]
+        walk = [int(x) for x in tours[b][: int(state.num_steps[b])]]
         own = route_length(inst.locs[b].double().numpy(), walk) + pen[b][sorted(set(range(1, 21)) - set(walk))].sum()
         assert float(ret[b]) == pytest.approx(-own, abs=1e-4)
     assert float(tour_cost(SPCTSP, inst, torch.as_tensor(tours))[0]) == pytest.approx(-float(ret[0]), abs=1e-4)
@@ -339,7 +339,7 @@ def test_variants__a_batch_steps_each_instance_as_alone(problem):
             assert torch.equal(batch_state.mask[b], alone[b].mask[0])
             assert bool(batch_state.done[b]) == bool(alone[b].done[0])
     assert batch_state.done.all()
-    assert len(set(batch_state.step.tolist())) > 1  # they did finish at different steps
+    assert len(set(batch_state.num_steps.tolist())) > 1  # they did finish at different steps
 
 
 @pytest.mark.parametrize("problem,fields,match", [

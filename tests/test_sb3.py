@@ -103,9 +103,9 @@ def test_adapter__same_step_reset_terminal_observation_and_masks():
     assert dones.all()
     for i in range(2):
         last = infos[i]["terminal_observation"]
-        assert last["step"][0] == 4 and last["action_mask"].sum() == 1  # finished: only the no-op node
+        assert last["num_steps"][0] == 4 and last["action_mask"].sum() == 1  # finished: only the no-op node
         assert last["current_node"] == (3 if i == 0 else 0)
-    assert (obs["step"] == 0).all()  # the step's obs is already the next episode's first
+    assert (obs["num_steps"] == 0).all()  # the step's obs is already the next episode's first
     masks = venv.env_method("action_masks")
     assert isinstance(masks, list) and len(masks) == 2 and all(m.dtype == bool and m.all() for m in masks)
     np.testing.assert_array_equal(obs["action_mask"], np.stack(masks))
@@ -119,7 +119,7 @@ def test_adapter__truncation_is_reported_as_sb3_does():
     venv.step(np.array([0, 0]))
     _, _, dones, infos = venv.step(np.array([1, 1]))
     assert dones.all() and all(info["TimeLimit.truncated"] is True for info in infos)
-    assert infos[0]["terminal_observation"]["step"][0] == 2
+    assert infos[0]["terminal_observation"]["num_steps"][0] == 2
 
 
 def test_adapter__attributes_methods_seeds_and_options():

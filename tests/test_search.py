@@ -157,7 +157,7 @@ def test_beam__scores_are_the_policys_log_likelihood_of_the_beam(problem, policy
         for p in net.parameters():
             p.mul_(5)
     inst = core.generate(8, 8, generator=torch.Generator().manual_seed(1))
-    max_steps = int(core.bounds(inst.locs.shape[1])["step"][2])
+    max_steps = int(core.bounds(inst.locs.shape[1])["num_steps"][2])
     with torch.no_grad():
         cost, actions, score = beam_rows(net, core, inst, 5, max_steps)
         nll = teacher_forcing_nll(net, problem, inst, actions)

@@ -112,7 +112,7 @@ def test_next_step__finished_sub_env_resets_on_the_next_step(problem):
             assert (tour[tour >= 0] == tour[:int((tour >= 0).sum())]).all()  # the actions first, then -1s
             obs2, r2, term2, _, _ = venv.step(first_allowed(obs["action_mask"]))
             assert r2[i] == 0.0 and not term2[i]
-            assert obs2["step"][i, 0] == 0  # a fresh episode
+            assert obs2["num_steps"][i, 0] == 0  # a fresh episode
             obs = obs2
     assert costs and np.isfinite(costs).all()
 
@@ -124,9 +124,9 @@ def test_same_step__final_obs_and_info_then_reset_obs():
         obs, r, term, trunc, info = venv.step(first_allowed(obs["action_mask"]))
         if term.any():
             i = int(np.flatnonzero(term)[0])
-            assert info["_final_obs"][i] and info["final_obs"][i]["step"][0] > 0
+            assert info["_final_obs"][i] and info["final_obs"][i]["num_steps"][0] > 0
             assert info["final_info"]["_cost"][i] and info["final_info"]["cost"][i] > 0
-            assert obs["step"][i, 0] == 0
+            assert obs["num_steps"][i, 0] == 0
             return
     pytest.fail("no episode finished")
 
@@ -179,7 +179,7 @@ def test_step__non_integer_actions_are_value_errors(actions, array_type):
         venv.reset(seed=0)
         with pytest.raises(ValueError, match="integer"):
             venv.step(actions)
-        assert venv.unwrapped.state.step.tolist() == [0, 0]  # nothing was played
+        assert venv.unwrapped.state.num_steps.tolist() == [0, 0]  # nothing was played
 
 
 @pytest.mark.parametrize("array_type", ["numpy", "torch"])
@@ -200,7 +200,7 @@ def test_step__out_of_range_tensor_is_a_masked_action_or_a_value_error(array_typ
                           (torch.tensor([1, 2, 2**40]), 2, 2**40)):
         with pytest.raises(ValueError, match=rf"sub-env {i}: action {value} is outside Discrete\(10\)"):
             strict.step(bad)
-    assert strict.unwrapped.state.step.tolist() == [0, 0, 0]
+    assert strict.unwrapped.state.num_steps.tolist() == [0, 0, 0]
 
 
 @pytest.mark.gpu
@@ -464,7 +464,7 @@ def test_autoreset__off_the_cpu_never_reads_the_host_and_every_episode_is_fresh(
                 returns[i], actions[i] = 0.0, []
             if fresh[i]:
                 fresh_count += 1
-                assert obs["step"][i, 0] == 0
+                assert obs["num_steps"][i, 0] == 0
                 key = tuple(obs[field][i].flatten().tolist())
                 assert key not in seen, "an automatic reset repeated an instance"
                 seen.add(key)

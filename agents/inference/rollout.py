@@ -104,7 +104,7 @@ def rollout(policy: Policy, env, instances, *, strategy: str = "greedy", generat
     cost = torch.zeros(b, device=env.device)
     log_likelihood = torch.zeros(b, device=env.device)
     actions = []
-    max_steps = int(env.single_observation_space["step"].high[0])
+    max_steps = int(env.single_observation_space["num_steps"].high[0])
     n_total = env.n_total
     watch = EndWatch(env.device, deferred_end)
     for t in range(max_steps):

@@ -102,7 +102,7 @@ def best_of_copies(policy: Policy, problem, instances, copies: Copies, *, strate
     b, n_total = instances[0].shape[0], problem.n_total_of(instances)
     c = copies.transform.shape[0]
     transform, first = copies.transform.to(dev), copies.first.to(dev)
-    max_steps = int(problem.bounds(n_total)["step"][2])
+    max_steps = int(problem.bounds(n_total)["num_steps"][2])
     best = torch.full((b,), float("inf"), dtype=torch.float64, device=dev)
     tours = torch.zeros(b, max_steps, dtype=torch.long, device=dev)
     envs: dict[int, Any] = {}
@@ -227,7 +227,7 @@ def beam_search(policy: Policy, problem, instances, beam_width: int, *, augment:
     check_batch_size(batch_size)
     dev = instances[0].device
     b, n_total = instances[0].shape[0], problem.n_total_of(instances)
-    max_steps = int(problem.bounds(n_total)["step"][2])
+    max_steps = int(problem.bounds(n_total)["num_steps"][2])
     per_chunk = max(1, batch_size // (beam_width * augment))
     best = torch.full((b,), float("inf"), dtype=torch.float64, device=dev)
     tours = torch.zeros(b, max_steps, dtype=torch.long, device=dev)

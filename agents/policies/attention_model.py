@@ -160,7 +160,7 @@ class StepContext(nn.Module):
     """The decoder's step context from what the problem declares (:class:`PolicyInputs`): the embeddings
     of its ``context_nodes`` (TSP: first and current node; the others: the current node) followed by its
     ``context_scalars`` (B, 1) each (remaining capacity, remaining length or prize still to collect);
-    with ``placeholder_at_start`` a learned placeholder stands in while ``obs["step"] == 0``."""
+    with ``placeholder_at_start`` a learned placeholder stands in while ``obs["num_steps"] == 0``."""
 
     def __init__(self, inputs: PolicyInputs, embed_dim: int):
         super().__init__()
@@ -173,7 +173,7 @@ class StepContext(nn.Module):
         nodes = concat_embeddings(embeddings, torch.stack([obs[k] for k in self.nodes], dim=1))  # (B, len(nodes) * D)
         context = torch.cat([nodes, *(obs[k] for k in self.scalars)], dim=-1) if self.scalars else nodes
         if hasattr(self, "placeholder"):
-            context = torch.where(obs["step"] == 0, self.placeholder, context)
+            context = torch.where(obs["num_steps"] == 0, self.placeholder, context)
         return context  # (B, dim)
 
 

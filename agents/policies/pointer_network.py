@@ -14,8 +14,8 @@ Bello, Pham, Le, Norouzi & Bengio, "Neural Combinatorial Optimization with Reinf
 The policy protocol of :mod:`agents.policies.protocol` with a recurrent decoder: ``precompute(obs)``
 encodes the instances of an episode's *first* observation (step 0) and returns a :class:`PointerCache`
 (frozen) holding the decoder state; ``log_probs(cache, obs) -> (log_probs, cache)`` returns a new cache
-whose state has advanced by one step for the rows whose ``obs["step"]`` is one past the last step the
-cache has seen, and kept where ``obs["step"]`` has not moved (finished episodes, or a repeated call on
+whose state has advanced by one step for the rows whose ``obs["num_steps"]`` is one past the last step the
+cache has seen, and kept where ``obs["num_steps"]`` has not moved (finished episodes, or a repeated call on
 the same observation); the cache passed in is never modified. So a cache serves one episode, and each
 step must be given the cache the previous one returned, with every observation of the episode in order
 (as :func:`agents.inference.rollout.rollout` and :func:`agents.training.supervised.teacher_forcing_nll`
@@ -115,8 +115,8 @@ class PointerNetwork(nn.Module):
         return self.start_input.device
 
     def precompute(self, obs: dict[str, Tensor]) -> PointerCache:
-        """Encode the instances of an episode's first observation (``obs["step"]`` 0 in every row)."""
-        if bool((obs["step"] != 0).any()):  # once per episode: a host sync is fine here
+        """Encode the instances of an episode's first observation (``obs["num_steps"]`` 0 in every row)."""
+        if bool((obs["num_steps"] != 0).any()):  # once per episode: a host sync is fine here
             raise ValueError("the Pointer Network is recurrent: precompute needs an episode's first observation "
                              "(step 0); in a single env use predict(obs, state) and pass back the state it returns")
         emb = self.init_embedding(obs)  # (B, N, D)
@@ -132,7 +132,7 @@ class PointerNetwork(nn.Module):
         ``obs["action_mask"]`` is False, and a new cache whose decoder state has taken this step (see the
         module docstring); ``cache`` is left as it was."""
         mask = obs["action_mask"].bool()  # (B, N)
-        step = obs["step"][:, 0].long()  # (B,)
+        step = obs["num_steps"][:, 0].long()  # (B,)
         first = step == 0
         node = concat_embeddings(cache.embeddings, obs["current_node"][:, None])  # (B, D)
         x = torch.where(first[:, None], self.start_input, node)
@@ -176,7 +176,7 @@ class PointerNetwork(nn.Module):
         batched = np.ndim(obs["action_mask"]) == 2
         x = batch_observation(obs, device=self.device, batched=batched)
         new_episode = state is None or (episode_start is not None and bool(np.all(episode_start)))
-        if new_episode or bool((x["step"] == 0).all()):
+        if new_episode or bool((x["num_steps"] == 0).all()):
             state = self.precompute(x)
         logp, state = self.log_probs(state, x)
         action = logp.argmax(dim=-1) if deterministic else torch.multinomial(logp.exp(), 1, generator=generator)[:, 0]

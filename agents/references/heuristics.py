@@ -88,7 +88,7 @@ class NearestNeighbour:
         mask = obs["action_mask"].bool()
         nodes = torch.arange(mask.shape[1], device=mask.device)
         if self.start_at_zero:  # the first action is node 0
-            dist = dist.masked_fill((obs["step"][:, 0] == 0)[:, None] & (nodes != 0), float("inf"))
+            dist = dist.masked_fill((obs["num_steps"][:, 0] == 0)[:, None] & (nodes != 0), float("inf"))
         elif self.depot_last:
             depots = obs[self.problem.depots_by].bool() if self.problem.depots_by else nodes == 0
             dist = dist + 1e3 * depots
@@ -170,7 +170,7 @@ class Greedy:
 class PlannedTours:
     """A policy that plans the whole tour at ``precompute`` (with :func:`heuristic_tours`, on the instances
     that ``problem.instance_from_observation`` reads from the first observation) and then plays it back,
-    one action per step (``obs["step"]`` indexes the plan)."""
+    one action per step (``obs["num_steps"]`` indexes the plan)."""
 
     def __init__(self, problem, name: str):
         self.problem = get_problem(problem)
@@ -182,7 +182,7 @@ class PlannedTours:
 
     def log_probs(self, tours: Tensor, obs: dict) -> tuple[Tensor, Tensor]:
         mask = obs["action_mask"].bool()
-        t = obs["step"][:, 0].long().clamp(max=tours.shape[1] - 1)
+        t = obs["num_steps"][:, 0].long().clamp(max=tours.shape[1] - 1)
         planned = tours.gather(1, t[:, None]).squeeze(1)
         score = (torch.arange(mask.shape[1], device=mask.device) == planned[:, None]).float()
         return one_hot_log_probs(score, mask), tours

@@ -44,7 +44,7 @@ class ATSPState(NamedTuple):
     first: Tensor  # (B,) int64 start node (0 before the first action)
     current: Tensor  # (B,) int64 last visited node (0 before the first action)
     visited: Tensor  # (B, N) uint8 mask (``masks``)
-    step: Tensor  # (B,) int64 actions taken
+    num_steps: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 tour length so far
     cost_bound: Tensor  # (B,) float32 more than one step can cost (``step_cost_bound``), fixed at reset
     done: Tensor  # (B,) bool
@@ -158,7 +158,7 @@ class ATSP(Problem):
         b, n, _ = matrix.shape
         zeros = torch.zeros(b, dtype=torch.long, device=matrix.device)
         return ATSPState(
-            instance=instance, first=zeros, current=zeros, visited=empty_mask(b, n, matrix.device), step=zeros,
+            instance=instance, first=zeros, current=zeros, visited=empty_mask(b, n, matrix.device), num_steps=zeros,
             length=torch.zeros(b, device=matrix.device), cost_bound=1.0 + 2.0 * matrix.amax(dim=(1, 2)),
             done=torch.zeros(b, dtype=torch.bool, device=matrix.device), mask=full_mask(b, n, matrix.device))
 
@@ -166,13 +166,13 @@ class ATSP(Problem):
     def transition(state: ATSPState, action: Tensor, active: Tensor) -> tuple[ATSPState, Tensor]:
         """Inactive sub-envs arrive with ``action == current`` (see ``base.step``)."""
         matrix = state.instance.cost_matrix
-        started = state.step > 0
+        started = state.num_steps > 0
         first = torch.where(started, state.first, action)
-        step = state.step + active
-        finished = active & (step == matrix.shape[-1])
+        taken = state.num_steps + active
+        finished = active & (taken == matrix.shape[-1])
         cost = edge_costs(matrix, state.current, action) * started + edge_costs(matrix, action, first) * finished
         visited = mark(state.visited, action)
-        new = state._replace(first=first, current=action, visited=visited, step=step, length=state.length + cost,
+        new = state._replace(first=first, current=action, visited=visited, num_steps=taken, length=state.length + cost,
                              done=state.done | finished, mask=mask_of(~flags(visited)))
         return new, cost
 
@@ -189,4 +189,4 @@ class ATSP(Problem):
     @staticmethod
     def observe(state: ATSPState) -> dict[str, Tensor]:
         return {"cost_matrix": state.instance.cost_matrix, "first_node": state.first, "current_node": state.current,
-                "step": state.step[:, None].float()}
+                "num_steps": state.num_steps[:, None].float()}

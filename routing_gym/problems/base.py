@@ -114,8 +114,8 @@ def node_index(key: str, meaning: str) -> Obs:
 
 
 def steps_taken(most: Callable[[int], float], text: str) -> Obs:
-    """The ``step`` entry: actions taken so far, in [0, ``most(N)``] (the most an episode can take)."""
-    return Obs("step", (1,), f"actions taken, in [0, {text}]", high=most)
+    """The ``num_steps`` entry: actions taken so far, in [0, ``most(N)``] (the most an episode can take)."""
+    return Obs("num_steps", (1,), f"actions taken, in [0, {text}]", high=most)
 
 
 @dataclass(frozen=True)
@@ -337,9 +337,9 @@ class Problem:
 
     @classmethod
     def max_steps(cls, n_total: int) -> int:
-        """S, the most actions an episode on N nodes can take: the bound of the ``step`` observation (and
+        """S, the most actions an episode on N nodes can take: the bound of the ``num_steps`` observation (and
         the length of the padded ``info["tour"]``)."""
-        return int(cls.bounds(n_total)["step"][2])
+        return int(cls.bounds(n_total)["num_steps"][2])
 
     @staticmethod
     def step_cost_bound(state) -> Tensor | float:
@@ -389,14 +389,14 @@ def interpolate_table(table: Mapping[int, float], n: int) -> float:
 
 
 def invalid_penalty(problem, state) -> Tensor:
-    """(B,) cost charged for a masked action in ``state``: ``c * (S - step)`` plus what leaving the unvisited
+    """(B,) cost charged for a masked action in ``state``: ``c * (S - num_steps)`` plus what leaving the unvisited
     nodes out costs (:meth:`Problem.left_out_cost`: PCTSP's penalties, 0 elsewhere), where c is the
     problem's :meth:`Problem.step_cost_bound` (3 by default), S the most actions an episode can take
-    (:meth:`Problem.max_steps`) and ``step`` the actions taken so far.
+    (:meth:`Problem.max_steps`) and ``num_steps`` the actions taken so far.
 
     It grows with what is left undone, so that progress always pays:
 
-    - above any feasible remainder: finishing from ``state`` takes at most ``S - step`` (>= 1) steps, each
+    - above any feasible remainder: finishing from ``state`` takes at most ``S - num_steps`` (>= 1) steps, each
       costing less than c, plus at most the left-out cost, charged once;
     - each valid step lowers it by at least c (one step fewer left; the left-out cost only shrinks), more
       than the step costs. So failing now costs more than any valid action followed by anything, and an
@@ -405,7 +405,7 @@ def invalid_penalty(problem, state) -> Tensor:
 
     Valid episodes never pay it: their rewards sum to minus their cost.
     """
-    per_step = (problem.max_steps(state.mask.shape[-1]) - state.step) * problem.step_cost_bound(state)
+    per_step = (problem.max_steps(state.mask.shape[-1]) - state.num_steps) * problem.step_cost_bound(state)
     left_out = problem.left_out_cost(state)
     return per_step if left_out is None else per_step + left_out
 

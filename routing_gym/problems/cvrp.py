@@ -43,7 +43,7 @@ class CVRPState(NamedTuple):
     current_loc: Tensor  # (B, 2) float32
     used: Tensor  # (B,) float32 load on the current route, fraction of capacity
     visited: Tensor  # (B, N) uint8 mask, customers served (the depot column is unused)
-    step: Tensor  # (B,) int64 actions taken
+    num_steps: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 length of all routes so far
     done: Tensor  # (B,) bool
     mask: Tensor  # (B, N) uint8 mask, 1 = allowed
@@ -134,7 +134,7 @@ class CVRP(Problem):
         zeros = torch.zeros(b, dtype=torch.long, device=dev)
         visited = empty_mask(b, n, dev)
         state = CVRPState(instance=instance, current=zeros, current_loc=locs[:, 0], used=torch.zeros(b, device=dev),
-                          visited=visited, step=zeros, length=torch.zeros(b, device=dev),
+                          visited=visited, num_steps=zeros, length=torch.zeros(b, device=dev),
                           done=torch.zeros(b, dtype=torch.bool, device=dev), mask=visited)
         return state._replace(mask=CVRP._mask(instance, visited, zeros, state.used))
 
@@ -172,7 +172,7 @@ class CVRP(Problem):
         current = torch.where(finished, 0, action)
         current_loc = torch.where(finished[:, None], depot_loc, loc)
         new = CVRPState(instance=inst, current=current, current_loc=current_loc, used=used, visited=visited,
-                        step=state.step + active, length=state.length + cost, done=state.done | finished,
+                        num_steps=state.num_steps + active, length=state.length + cost, done=state.done | finished,
                         mask=state.mask)
         return new, cost
 
@@ -180,4 +180,4 @@ class CVRP(Problem):
     def observe(state: CVRPState) -> dict[str, Tensor]:
         return {"locs": state.instance.locs, "demand": state.instance.demand,
                 "remaining_capacity": (1.0 - state.used).clamp(0.0, 1.0)[:, None],
-                "current_node": state.current, "step": state.step[:, None].float()}
+                "current_node": state.current, "num_steps": state.num_steps[:, None].float()}

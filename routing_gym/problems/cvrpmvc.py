@@ -60,7 +60,7 @@ class CVRPMVCState(NamedTuple):
     current_loc: Tensor  # (B, 2) float32
     used: Tensor  # (B,) float32 load on the current route, fraction of capacity
     visited: Tensor  # (B, N) uint8 mask, customers served (the depot column is unused)
-    step: Tensor  # (B,) int64 actions taken
+    num_steps: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 length of all routes so far (penalties not included)
     routes: Tensor  # (B,) float32 routes started (1 at reset, RL4CO's vehicles_used)
     done: Tensor  # (B,) bool
@@ -179,7 +179,7 @@ class CVRPMVC(Problem):
         s = CVRP.reset(instance)
         routes = torch.ones_like(s.used)
         return CVRPMVCState(instance=instance, current=s.current, current_loc=s.current_loc, used=s.used,
-                            visited=s.visited, step=s.step, length=s.length, routes=routes, done=s.done,
+                            visited=s.visited, num_steps=s.num_steps, length=s.length, routes=routes, done=s.done,
                             mask=CVRPMVC._mask(instance, s.mask, s.visited, s.current, routes))
 
     @staticmethod
@@ -201,14 +201,14 @@ class CVRPMVC(Problem):
         current`` (see ``base.step``)."""
         inst = state.instance
         inner = CVRPState(instance=inst, current=state.current, current_loc=state.current_loc, used=state.used,
-                          visited=state.visited, step=state.step, length=state.length, done=state.done,
+                          visited=state.visited, num_steps=state.num_steps, length=state.length, done=state.done,
                           mask=state.mask)
         s, cost = CVRP.transition(inner, action, active)
         returned = active & (action == 0) & (state.current != 0)
         routes = state.routes + returned
         cost = cost + EXTRA_ROUTE_PENALTY * (returned & (routes > inst.num_vehicles))
         new = CVRPMVCState(instance=inst, current=s.current, current_loc=s.current_loc, used=s.used,
-                           visited=s.visited, step=s.step, length=s.length, routes=routes, done=s.done,
+                           visited=s.visited, num_steps=s.num_steps, length=s.length, routes=routes, done=s.done,
                            mask=CVRPMVC._mask(inst, s.mask, s.visited, s.current, routes))
         return new, cost
 

@@ -60,7 +60,7 @@ class CVRPTWState(NamedTuple):
     used: Tensor  # (B,) float32 load on the current route, fraction of capacity
     time: Tensor  # (B,) float32 clock of the current route: when the last service ended (0 at the depot)
     visited: Tensor  # (B, N) uint8 mask, customers served (the depot column is unused)
-    step: Tensor  # (B,) int64 actions taken
+    num_steps: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 length of all routes so far
     done: Tensor  # (B,) bool
     mask: Tensor  # (B, N) uint8 mask, 1 = allowed
@@ -209,7 +209,7 @@ class CVRPTW(Problem):
         zero = torch.zeros(b, device=dev)
         visited = empty_mask(b, n, dev)
         state = CVRPTWState(instance=instance, back=distance(locs, locs[:, :1]), current=zeros, current_loc=locs[:, 0],
-                            used=zero, time=zero, visited=visited, step=zeros, length=zero,
+                            used=zero, time=zero, visited=visited, num_steps=zeros, length=zero,
                             done=torch.zeros(b, dtype=torch.bool, device=dev), mask=visited)
         return state._replace(mask=CVRPTW._mask(state, visited, zeros, locs[:, 0], zero, zero))
 
@@ -227,7 +227,7 @@ class CVRPTW(Problem):
         Inactive sub-envs arrive with ``action == current`` (see ``base.step``)."""
         inst = state.instance
         routes = CVRPState(instance=inst, current=state.current, current_loc=state.current_loc, used=state.used,
-                           visited=state.visited, step=state.step, length=state.length, done=state.done,
+                           visited=state.visited, num_steps=state.num_steps, length=state.length, done=state.done,
                            mask=state.mask)
         s, cost = CVRP.move(routes, action, active)
         refill = (action == 0) | (s.done & ~state.done)
@@ -235,7 +235,7 @@ class CVRPTW(Problem):
         start = torch.maximum(arrival, gather_nodes(inst.time_windows[..., 0], action))
         time = torch.where(refill, 0.0, torch.where(active, start + gather_nodes(inst.service_time, action), state.time))
         new = state._replace(current=s.current, current_loc=s.current_loc, used=s.used, time=time, visited=s.visited,
-                             step=s.step, length=s.length, done=s.done)
+                             num_steps=s.num_steps, length=s.length, done=s.done)
         return new._replace(mask=CVRPTW._mask(new, s.visited, s.current, s.current_loc, s.used, time)), cost
 
     @staticmethod
@@ -244,4 +244,4 @@ class CVRPTW(Problem):
         return {"locs": inst.locs, "demand": inst.demand, "time_windows": inst.time_windows,
                 "service_time": inst.service_time, "remaining_capacity": (1.0 - state.used).clamp(0.0, 1.0)[:, None],
                 "current_time": state.time.clamp(0.0, MAX_TIME)[:, None], "current_node": state.current,
-                "step": state.step[:, None].float()}
+                "num_steps": state.num_steps[:, None].float()}

@@ -80,7 +80,7 @@ class MDCPDPState(NamedTuple):
     on_road: Tensor  # (B,) bool a vehicle has left its depot and is not back
     carried: Tensor  # (B,) int64 orders on board
     visited: Tensor  # (B, N) uint8 mask: customers visited, depots whose vehicle has left
-    step: Tensor  # (B,) int64 actions taken
+    num_steps: Tensor  # (B,) int64 actions taken
     route_length: Tensor  # (B,) float32 length of the current route so far (the arrival time)
     longest: Tensor  # (B,) float32 longest route so far, the one in progress included
     length: Tensor  # (B,) float32 length of all routes so far (returns free in open mode)
@@ -242,7 +242,7 @@ class MDCPDP(Problem):
         visited = empty_mask(b, n, dev)
         return MDCPDPState(instance=instance, role=role.repeat(b, 1), partner_locs=locs[:, partner], current=zeros,
                            current_depot=zeros, current_loc=locs[:, 0], on_road=off, carried=zeros, visited=visited,
-                           step=zeros, route_length=nothing, longest=nothing, length=nothing, lateness=nothing,
+                           num_steps=zeros, route_length=nothing, longest=nothing, length=nothing, lateness=nothing,
                            done=off, mask=MDCPDP._mask(instance, visited, zeros, zeros, off, zeros))
 
     @staticmethod
@@ -293,7 +293,7 @@ class MDCPDP(Problem):
         current = torch.where(home, depot, action)
         new = state._replace(current=current, current_depot=depot,
                              current_loc=torch.where(home[:, None], depot_loc, loc), on_road=on_road, carried=carried,
-                             visited=visited, step=state.step + active,
+                             visited=visited, num_steps=state.num_steps + active,
                              route_length=torch.where(back | finished, 0.0, route), longest=longest,
                              length=state.length + travel, lateness=state.lateness + arrival * delivered,
                              done=state.done | finished,
@@ -308,4 +308,4 @@ class MDCPDP(Problem):
                 "lateness_weight": inst.lateness_weight, "reward_mode": inst.reward_mode,
                 "problem_mode": inst.problem_mode, "remaining_capacity": room[:, None],
                 "current_length": state.route_length[:, None], "current_node": state.current,
-                "current_depot": state.current_depot, "step": state.step[:, None].float()}
+                "current_depot": state.current_depot, "num_steps": state.num_steps[:, None].float()}

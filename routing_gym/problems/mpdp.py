@@ -69,7 +69,7 @@ class MPDPState(NamedTuple):
     agent: Tensor  # (B,) int64 the vehicle on the road, 0-based (RL4CO's count_depot)
     carried: Tensor  # (B,) int64 pickups on board (visited, their delivery not yet)
     visited: Tensor  # (B, N) uint8 mask (the depot column is unused)
-    step: Tensor  # (B,) int64 actions taken
+    num_steps: Tensor  # (B,) int64 actions taken
     route_length: Tensor  # (B,) float32 length of the current vehicle's route so far
     longest: Tensor  # (B,) float32 longest route so far, the one in progress included
     length: Tensor  # (B,) float32 length of all routes so far
@@ -238,7 +238,7 @@ class MPDP(Problem):
         nothing = torch.zeros(b, device=dev)
         visited = empty_mask(b, n, dev)
         return MPDPState(instance=instance, role=role.repeat(b, 1), partner_locs=locs[:, partner], current=zeros,
-                         current_loc=locs[:, 0], agent=zeros, carried=zeros, visited=visited, step=zeros,
+                         current_loc=locs[:, 0], agent=zeros, carried=zeros, visited=visited, num_steps=zeros,
                          route_length=nothing, longest=nothing, length=nothing,
                          done=torch.zeros(b, dtype=torch.bool, device=dev),
                          mask=MPDP._mask(instance, visited, zeros, zeros, zeros))
@@ -259,7 +259,7 @@ class MPDP(Problem):
         cost = torch.where(inst.objective[:, 0] == 0, leg.longest - state.longest, leg.travel)
         new = MPDPState(instance=inst, role=state.role, partner_locs=state.partner_locs, current=leg.current,
                         current_loc=leg.current_loc, agent=leg.agent, carried=carried, visited=leg.visited,
-                        step=state.step + active, route_length=leg.route_length, longest=leg.longest,
+                        num_steps=state.num_steps + active, route_length=leg.route_length, longest=leg.longest,
                         length=state.length + leg.travel, done=state.done | leg.finished,
                         mask=MPDP._mask(inst, leg.visited, leg.current, leg.agent, carried))
         return new, cost
@@ -271,4 +271,4 @@ class MPDP(Problem):
                 "agents_left": (inst.num_agents - 1 - state.agent).clamp(min=0.0)[:, None],
                 "current_length": state.route_length[:, None], "max_subtour_length": state.longest[:, None],
                 "objective": inst.objective, "current_node": state.current,
-                "step": state.step[:, None].float()}
+                "num_steps": state.num_steps[:, None].float()}

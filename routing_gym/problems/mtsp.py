@@ -57,7 +57,7 @@ class MTSPState(NamedTuple):
     current_loc: Tensor  # (B, 2) float32
     agent: Tensor  # (B,) int64 the salesman on the road, 0-based (RL4CO's agent_idx)
     visited: Tensor  # (B, N) uint8 mask, customers visited (the depot column is unused)
-    step: Tensor  # (B,) int64 actions taken
+    num_steps: Tensor  # (B,) int64 actions taken
     route_length: Tensor  # (B,) float32 length of the current salesman's route so far (RL4CO's current_length)
     longest: Tensor  # (B,) float32 longest route so far, the one in progress included (max_subtour_length)
     length: Tensor  # (B,) float32 length of all routes so far
@@ -224,7 +224,7 @@ class MTSP(Problem):
         nothing = torch.zeros(b, device=dev)
         visited = empty_mask(b, n, dev)
         return MTSPState(instance=instance, current=zeros, current_loc=locs[:, 0], agent=zeros, visited=visited,
-                         step=zeros, route_length=nothing, longest=nothing, length=nothing,
+                         num_steps=zeros, route_length=nothing, longest=nothing, length=nothing,
                          done=torch.zeros(b, dtype=torch.bool, device=dev),
                          mask=MTSP._mask(instance, visited, zeros, zeros))
 
@@ -241,7 +241,7 @@ class MTSP(Problem):
         leg = take_leg(state, action, active)
         cost = torch.where(inst.cost_type == 0, leg.longest - state.longest, leg.travel)
         new = MTSPState(instance=inst, current=leg.current, current_loc=leg.current_loc, agent=leg.agent,
-                        visited=leg.visited, step=state.step + active, route_length=leg.route_length,
+                        visited=leg.visited, num_steps=state.num_steps + active, route_length=leg.route_length,
                         longest=leg.longest, length=state.length + leg.travel, done=state.done | leg.finished,
                         mask=MTSP._mask(inst, leg.visited, leg.current, leg.agent))
         return new, cost
@@ -252,4 +252,4 @@ class MTSP(Problem):
         return {"locs": inst.locs, "agents_left": (inst.num_agents - 1 - state.agent).clamp(min=0.0)[:, None],
                 "current_length": state.route_length[:, None], "max_subtour_length": state.longest[:, None],
                 "objective": inst.cost_type[:, None], "current_node": state.current,
-                "step": state.step[:, None].float()}
+                "num_steps": state.num_steps[:, None].float()}

@@ -56,7 +56,7 @@ class OPState(NamedTuple):
     current: Tensor  # (B,) int64 (0 = depot)
     current_loc: Tensor  # (B, 2) float32
     visited: Tensor  # (B, N) uint8 mask (``masks``)
-    step: Tensor  # (B,) int64
+    num_steps: Tensor  # (B,) int64
     length: Tensor  # (B,) float32 tour length so far (without the return)
     collected: Tensor  # (B,) float32 prize so far
     done: Tensor  # (B,) bool
@@ -161,7 +161,7 @@ class OP(Problem):
         visited = empty_mask(b, n, dev)
         length = torch.zeros(b, device=dev)
         return OPState(instance=instance, budget=budget, current=zeros, current_loc=locs[:, 0], visited=visited,
-                       step=zeros, length=length, collected=torch.zeros(b, device=dev),
+                       num_steps=zeros, length=length, collected=torch.zeros(b, device=dev),
                        done=torch.zeros(b, dtype=torch.bool, device=dev),
                        mask=OP._mask(locs, budget, visited, locs[:, 0], length))
 
@@ -182,7 +182,7 @@ class OP(Problem):
         visited = mark(state.visited, action)
         finished = active & (action == 0)
         new = OPState(instance=inst, budget=state.budget, current=action, current_loc=loc, visited=visited,
-                      step=state.step + active, length=length, collected=state.collected + gain,
+                      num_steps=state.num_steps + active, length=length, collected=state.collected + gain,
                       done=state.done | finished,
                       mask=OP._mask(inst.locs, state.budget, visited, loc, length))
         return new, -gain
@@ -191,4 +191,4 @@ class OP(Problem):
     def observe(state: OPState) -> dict[str, Tensor]:
         remaining = (state.instance.max_length - state.length).clamp(min=0.0)
         return {"locs": state.instance.locs, "prize": state.instance.prize, "remaining_length": remaining[:, None],
-                "current_node": state.current, "step": state.step[:, None].float()}
+                "current_node": state.current, "num_steps": state.num_steps[:, None].float()}

@@ -54,7 +54,7 @@ class PCTSPState(NamedTuple):
     current: Tensor  # (B,) int64 (0 = depot)
     current_loc: Tensor  # (B, 2) float32
     visited: Tensor  # (B, N) uint8 mask (the depot column is unused)
-    step: Tensor  # (B,) int64
+    num_steps: Tensor  # (B,) int64
     length: Tensor  # (B,) float32 tour length so far
     collected: Tensor  # (B,) float32 prize so far
     done: Tensor  # (B,) bool
@@ -145,7 +145,7 @@ class PCTSP(Problem):
         zeros = torch.zeros(b, dtype=torch.long, device=dev)
         visited = empty_mask(b, n, dev)
         collected = torch.zeros(b, device=dev)
-        return PCTSPState(instance=instance, current=zeros, current_loc=locs[:, 0], visited=visited, step=zeros,
+        return PCTSPState(instance=instance, current=zeros, current_loc=locs[:, 0], visited=visited, num_steps=zeros,
                           length=torch.zeros(b, device=dev), collected=collected,
                           done=torch.zeros(b, dtype=torch.bool, device=dev), mask=PCTSP._mask(visited, collected))
 
@@ -165,7 +165,7 @@ class PCTSP(Problem):
         collected = state.collected + gather_nodes(inst.prize, action) * active
         visited = mark(state.visited, action)
         finished = active & (action == 0)
-        new = PCTSPState(instance=inst, current=action, current_loc=loc, visited=visited, step=state.step + active,
+        new = PCTSPState(instance=inst, current=action, current_loc=loc, visited=visited, num_steps=state.num_steps + active,
                          length=state.length + edge, collected=collected, done=state.done | finished,
                          mask=PCTSP._mask(visited, collected))
         return new, edge + PCTSP.left_out_cost(new) * finished
@@ -179,4 +179,4 @@ class PCTSP(Problem):
     def observe(state: PCTSPState) -> dict[str, Tensor]:
         remaining = (PRIZE_TO_COLLECT - state.collected).clamp(min=0.0)
         return {"locs": state.instance.locs, "prize": state.instance.prize, "penalty": state.instance.penalty,
-                "prize_to_collect": remaining[:, None], "current_node": state.current, "step": state.step[:, None].float()}
+                "prize_to_collect": remaining[:, None], "current_node": state.current, "num_steps": state.num_steps[:, None].float()}

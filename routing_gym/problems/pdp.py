@@ -36,7 +36,7 @@ class PDPState(NamedTuple):
     current: Tensor  # (B,) int64 current node (0 = depot)
     current_loc: Tensor  # (B, 2) float32
     visited: Tensor  # (B, N) uint8 mask (the depot column is unused)
-    step: Tensor  # (B,) int64 actions taken
+    num_steps: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 tour length so far
     done: Tensor  # (B,) bool
     mask: Tensor  # (B, N) uint8 mask, 1 = allowed
@@ -131,7 +131,7 @@ class PDP(Problem):
         zeros = torch.zeros(b, dtype=torch.long, device=dev)
         visited = empty_mask(b, n, dev)
         return PDPState(instance=instance, role=role.repeat(b, 1), partner_locs=locs[:, partner], current=zeros,
-                        current_loc=locs[:, 0], visited=visited, step=zeros, length=torch.zeros(b, device=dev),
+                        current_loc=locs[:, 0], visited=visited, num_steps=zeros, length=torch.zeros(b, device=dev),
                         done=torch.zeros(b, dtype=torch.bool, device=dev), mask=PDP._mask(visited))
 
     @staticmethod
@@ -149,15 +149,15 @@ class PDP(Problem):
         locs = state.instance.locs
         loc = gather_nodes(locs, action)
         visited = mark(state.visited, action)
-        step = state.step + active
-        finished = active & (step == locs.shape[1] - 1)
+        taken = state.num_steps + active
+        finished = active & (taken == locs.shape[1] - 1)
         cost = distance(loc, state.current_loc) + distance(loc, locs[:, 0]) * finished
         new = state._replace(current=torch.where(finished, 0, action),
-                             current_loc=torch.where(finished[:, None], locs[:, 0], loc), visited=visited, step=step,
+                             current_loc=torch.where(finished[:, None], locs[:, 0], loc), visited=visited, num_steps=taken,
                              length=state.length + cost, done=state.done | finished, mask=PDP._mask(visited))
         return new, cost
 
     @staticmethod
     def observe(state: PDPState) -> dict[str, Tensor]:
         return {"locs": state.instance.locs, "role": state.role, "partner_locs": state.partner_locs,
-                "current_node": state.current, "step": state.step[:, None].float()}
+                "current_node": state.current, "num_steps": state.num_steps[:, None].float()}

@@ -63,7 +63,7 @@ class SDVRPState(NamedTuple):
     used: Tensor  # (B,) float32 load on the current route, fraction of capacity
     remaining: Tensor  # (B, N) float32 demand not yet delivered, depot 0
     visited: Tensor  # (B, N) uint8 mask, customers fully served (remaining == 0; the depot column is unused)
-    step: Tensor  # (B,) int64 actions taken
+    num_steps: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 length of all routes so far
     done: Tensor  # (B,) bool
     mask: Tensor  # (B, N) uint8 mask, 1 = allowed
@@ -133,7 +133,7 @@ class SDVRP(Problem):
         used = torch.zeros(b, device=dev)
         remaining = instance.demand
         return SDVRPState(instance=instance, current=zeros, current_loc=locs[:, 0], used=used, remaining=remaining,
-                          visited=mask_of(remaining == 0), step=zeros, length=torch.zeros(b, device=dev),
+                          visited=mask_of(remaining == 0), num_steps=zeros, length=torch.zeros(b, device=dev),
                           done=torch.zeros(b, dtype=torch.bool, device=dev),
                           mask=SDVRP._mask(remaining, zeros, used))
 
@@ -160,7 +160,7 @@ class SDVRP(Problem):
         current = torch.where(finished, 0, action)
         current_loc = torch.where(finished[:, None], depot_loc, loc)
         new = SDVRPState(instance=inst, current=current, current_loc=current_loc, used=used, remaining=remaining,
-                         visited=mask_of(remaining == 0), step=state.step + active, length=state.length + cost,
+                         visited=mask_of(remaining == 0), num_steps=state.num_steps + active, length=state.length + cost,
                          done=state.done | finished, mask=SDVRP._mask(remaining, current, used))
         return new, cost
 
@@ -168,4 +168,4 @@ class SDVRP(Problem):
     def observe(state: SDVRPState) -> dict[str, Tensor]:
         return {"locs": state.instance.locs, "demand": state.remaining,
                 "remaining_capacity": (1.0 - state.used).clamp(0.0, 1.0)[:, None],
-                "current_node": state.current, "step": state.step[:, None].float()}
+                "current_node": state.current, "num_steps": state.num_steps[:, None].float()}

@@ -39,7 +39,7 @@ class SHPPState(NamedTuple):
     current: Tensor  # (B,) int64 last node of the path (0 = the start)
     current_loc: Tensor  # (B, 2) float32
     visited: Tensor  # (B, N) uint8 mask, the start visited from reset
-    step: Tensor  # (B,) int64 actions taken
+    num_steps: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 path length so far
     done: Tensor  # (B,) bool
     mask: Tensor  # (B, N) uint8 mask, 1 = allowed
@@ -110,7 +110,7 @@ class SHPP(Problem):
         is_end = (torch.arange(n, device=dev) == n - 1).float().expand(b, n)
         visited = mark(empty_mask(b, n, dev), zeros)
         return SHPPState(instance=instance, is_end=is_end, current=zeros, current_loc=locs[:, 0], visited=visited,
-                         step=zeros, length=torch.zeros(b, device=dev),
+                         num_steps=zeros, length=torch.zeros(b, device=dev),
                          done=torch.zeros(b, dtype=torch.bool, device=dev), mask=SHPP._mask(visited))
 
     @staticmethod
@@ -128,7 +128,7 @@ class SHPP(Problem):
         visited = mark(state.visited, action)
         finished = active & (action == locs.shape[1] - 1)
         cost = distance(loc, state.current_loc)
-        new = state._replace(current=action, current_loc=loc, visited=visited, step=state.step + active,
+        new = state._replace(current=action, current_loc=loc, visited=visited, num_steps=state.num_steps + active,
                              length=state.length + cost, done=state.done | finished, mask=SHPP._mask(visited))
         return new, cost
 
@@ -141,4 +141,4 @@ class SHPP(Problem):
     def observe(state: SHPPState) -> dict[str, Tensor]:
         last = torch.full_like(state.current, state.mask.shape[1] - 1)
         return {"locs": state.instance.locs, "current_node": state.current, "last_node": last,
-                "step": state.step[:, None].float()}
+                "num_steps": state.num_steps[:, None].float()}

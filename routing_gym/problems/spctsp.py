@@ -79,8 +79,8 @@ class SPCTSP(Problem):
         starting_state='At the depot: a random instance, or ``options["instance"] = {"locs": (N, 2), "prize": '
                        '(N,), "penalty": (N,), "real_prize": (N,)}`` (``real_prize`` is never observed).',
         episode_end="Terminates when the depot is chosen",
-        example='>>> sorted(obs)\n[\'action_mask\', \'current_node\', \'locs\', \'penalty\', \'prize\', '
-                '\'prize_to_collect\', \'step\']')
+        example='>>> sorted(obs)\n[\'action_mask\', \'current_node\', \'locs\', \'num_steps\', \'penalty\', '
+                '\'prize\', \'prize_to_collect\']')
 
     @staticmethod
     def generate(batch_size: int, num_nodes: int, *, generator: torch.Generator | None = None,

@@ -52,7 +52,7 @@ class SVRPState(NamedTuple):
     current_loc: Tensor  # (B, 2) float32
     tech: Tensor  # (B,) int64 the technician on the road, 0-based (RL4CO's current_tech)
     visited: Tensor  # (B, N) uint8 mask, customers served (the depot column is unused)
-    step: Tensor  # (B,) int64 actions taken
+    num_steps: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 cost so far (rate-weighted length)
     done: Tensor  # (B,) bool
     mask: Tensor  # (B, N) uint8 mask, 1 = allowed
@@ -170,7 +170,7 @@ class SVRP(Problem):
         zeros = torch.zeros(b, dtype=torch.long, device=dev)
         visited = empty_mask(b, n, dev)
         return SVRPState(instance=instance, current=zeros, current_loc=locs[:, 0], tech=zeros, visited=visited,
-                         step=zeros, length=torch.zeros(b, device=dev),
+                         num_steps=zeros, length=torch.zeros(b, device=dev),
                          done=torch.zeros(b, dtype=torch.bool, device=dev),
                          mask=SVRP._mask(instance, visited, zeros, zeros))
 
@@ -196,7 +196,7 @@ class SVRP(Problem):
         current = torch.where(finished, 0, action)
         current_loc = torch.where(finished[:, None], depot_loc, loc)
         new = SVRPState(instance=inst, current=current, current_loc=current_loc, tech=tech, visited=visited,
-                        step=state.step + active, length=state.length + cost, done=state.done | finished,
+                        num_steps=state.num_steps + active, length=state.length + cost, done=state.done | finished,
                         mask=SVRP._mask(inst, visited, current, tech))
         return new, cost
 
@@ -207,4 +207,4 @@ class SVRP(Problem):
                 "current_tech": state.tech[:, None].float(),
                 "current_skill": gather_nodes(techs, state.tech)[:, None],
                 "current_cost": tech_cost(state.tech)[:, None],
-                "step": state.step[:, None].float(), "current_node": state.current}
+                "num_steps": state.num_steps[:, None].float(), "current_node": state.current}

@@ -28,7 +28,7 @@ class TSPState(NamedTuple):
     first_loc: Tensor  # (B, 2) float32 coordinates of the start node
     current_loc: Tensor  # (B, 2) float32 coordinates of the current node
     visited: Tensor  # (B, N) uint8 mask (``masks``)
-    step: Tensor  # (B,) int64 actions taken
+    num_steps: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 tour length so far
     done: Tensor  # (B,) bool
     mask: Tensor  # (B, N) uint8 mask, 1 = allowed
@@ -85,7 +85,7 @@ class TSP(Problem):
         zeros = torch.zeros(b, dtype=torch.long, device=locs.device)
         return TSPState(
             instance=instance, first=zeros, current=zeros, first_loc=locs[:, 0], current_loc=locs[:, 0],
-            visited=empty_mask(b, n, locs.device), step=zeros,
+            visited=empty_mask(b, n, locs.device), num_steps=zeros,
             length=torch.zeros(b, device=locs.device), done=torch.zeros(b, dtype=torch.bool, device=locs.device),
             mask=full_mask(b, n, locs.device))
 
@@ -94,16 +94,16 @@ class TSP(Problem):
         """Inactive sub-envs arrive with ``action == current`` (see ``base.step``)."""
         n = state.mask.shape[-1]
         loc = gather_nodes(state.instance.locs, action)
-        started = state.step > 0
+        started = state.num_steps > 0
         first = torch.where(started, state.first, action)
         first_loc = torch.where(started[:, None], state.first_loc, loc)
-        step = state.step + active
-        finished = active & (step == n)
+        taken = state.num_steps + active
+        finished = active & (taken == n)
         cost = distance(loc, state.current_loc) * started \
             + distance(loc, first_loc) * finished
         visited = mark(state.visited, action)
         new = TSPState(instance=state.instance, first=first, current=action, first_loc=first_loc, current_loc=loc,
-                       visited=visited, step=step, length=state.length + cost, done=state.done | finished,
+                       visited=visited, num_steps=taken, length=state.length + cost, done=state.done | finished,
                        mask=mask_of(~flags(visited)))
         return new, cost
 
@@ -115,4 +115,4 @@ class TSP(Problem):
     @staticmethod
     def observe(state: TSPState) -> dict[str, Tensor]:
         return {"locs": state.instance.locs, "first_node": state.first, "current_node": state.current,
-                "step": state.step[:, None].float()}
+                "num_steps": state.num_steps[:, None].float()}

@@ -58,7 +58,7 @@ def snapshot(problem, state, tour, cost: float, invalid: bool = False) -> Snapsh
     open_routes = bool(_np(_field(state, drawing.open_by))[0].any()) if drawing.open_by else False
     return Snapshot(problem=problem, locs=_np(problem.layout(state.instance))[0], mask=_np(state.mask)[0].astype(bool),
                     visited=_np(state.visited)[0].astype(bool), current=int(_np(state.current)[0]),
-                    step=int(_np(state.step)[0]), done=bool(_np(state.done)[0]), invalid=bool(invalid),
+                    step=int(_np(state.num_steps)[0]), done=bool(_np(state.done)[0]), invalid=bool(invalid),
                     tour=[int(a) for a in tour], cost=float(cost), fields=fields, depots=depots,
                     kind=kind & ~depots, open_routes=open_routes, gauge=problem.gauge(state),
                     header=drawing.header(state) if drawing.header is not None else "")

@@ -63,7 +63,7 @@ class MTVRPState(NamedTuple):
     route_length: Tensor  # (B,) float32 length of the current route so far
     relocated: Tensor  # (B,) bool the last action moved between depots
     visited: Tensor  # (B, N) uint8 mask, customers served (depot columns unused)
-    step: Tensor  # (B,) int64 actions taken
+    num_steps: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 cost so far
     done: Tensor  # (B,) bool
     mask: Tensor  # (B, N) uint8 mask, 1 = allowed
@@ -286,7 +286,7 @@ class MTVRP(Problem):
         is_depot = mask_of(torch.arange(n, device=dev)[None, :] < instance.num_depots)
         state = MTVRPState(instance=instance, is_depot=is_depot, current=zeros, current_loc=locs[:, 0], route_depot=zeros,
                            linehaul=zero, backhaul=zero, peak=zero, time=zero, route_length=zero, relocated=no,
-                           visited=visited, step=zeros, length=zero, done=no, mask=visited)
+                           visited=visited, num_steps=zeros, length=zero, done=no, mask=visited)
         return state._replace(mask=MTVRP._mask(state))
 
     @staticmethod
@@ -341,7 +341,7 @@ class MTVRP(Problem):
             peak=torch.where(ends, zero, peak), time=torch.where(ends, zero, time),
             route_length=torch.where(ends, zero, state.route_length + edge),
             relocated=torch.where(active, to_depot & from_depot & (action != state.current), state.relocated),
-            visited=visited, step=state.step + active, length=state.length + cost + closing,
+            visited=visited, num_steps=state.num_steps + active, length=state.length + cost + closing,
             done=state.done | finished, mask=state.mask)
         return new._replace(mask=MTVRP._mask(new)), cost + closing
 
@@ -357,7 +357,7 @@ class MTVRP(Problem):
                 "used_capacity_linehaul": state.linehaul.clamp(0.0, 1.0)[:, None],
                 "used_capacity_backhaul": state.backhaul.clamp(0.0, 1.0)[:, None],
                 "current_time": state.time.clamp(0.0, TIME_CAP)[:, None], "remaining_length": remaining[:, None],
-                "current_node": state.current, "route_depot": state.route_depot, "step": state.step[:, None].float()}
+                "current_node": state.current, "route_depot": state.route_depot, "num_steps": state.num_steps[:, None].float()}
 
 
 # -------------------------------------------------------------------------------------- validation helpers
