@@ -180,40 +180,6 @@ class MPDP(Problem):
         code = option_codes(data["objective"], "objective", OBJECTIVES, lead, b, dev)
         return MPDPInstance(locs=locs, num_agents=agents, objective=code)
 
-    @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> MPDPInstance:
-        """Validated instance(s): ``locs`` (N, 2) in [0, 1] (the depot, the n/2 pickups, then their deliveries in
-        the same order), ``num_agents`` a whole number in [1, n/2], ``objective`` ``"minmax"`` or ``"minsum"``
-        (or its code 0 / 1); leading B axis when ``batched`` (``objective`` may then be one name for all, or
-        (B, 1) codes as the ``Instance`` holds them)."""
-        data = instance_fields(data, ("locs", "num_agents", "objective"))
-        b, n = batch_size_of(data, batched)
-        if n < 3 or (n - 1) % 2:
-            raise ValueError(f"instance field 'locs' must hold the depot and an even number (>= 2) of pickup and "
-                             f"delivery nodes, got {n} nodes")
-        lead = (b,) if batched else ()
-        locs = as_float_tensor(data["locs"], "locs", lead + (n, 2), device).reshape(b, n, 2)
-        check_range(locs, "locs", 0.0, 1.0)
-        dev = locs.device
-        agents = as_float_tensor(data["num_agents"], "num_agents", lead, device).reshape(b).to(dev)
-        if ((agents != agents.round()) | (agents < 1) | (agents > max_agents(n))).any():
-            raise ValueError(f"instance field 'num_agents' must be a whole number in [1, n/2 = {max_agents(n)}] "
-                             f"(each vehicle that leaves serves a pair), got {agents.tolist()}")
-        objective = data["objective"]
-        names = np.asarray(objective) if not isinstance(objective, Tensor) else None
-        if names is not None and names.dtype.kind in "US":
-            if not set(names.reshape(-1).tolist()) <= set(OBJECTIVES):
-                raise ValueError(f"instance field 'objective' must be one of {OBJECTIVES}, got {objective!r}")
-            codes = np.vectorize(OBJECTIVES.index, otypes=[np.float32])(names)
-            code = torch.as_tensor(np.broadcast_to(codes, lead).copy(), device=dev).reshape(b, 1)
-        else:
-            shape = lead + (1,) if tuple(np.shape(objective)) == lead + (1,) else lead  # (B,) or the Instance's (B, 1)
-            code = as_float_tensor(objective, "objective", shape, device).reshape(b, 1).to(dev)
-            if ((code != 0) & (code != 1)).any():
-                raise ValueError(f"instance field 'objective' must be {OBJECTIVES} or their codes 0 / 1, got "
-                                 f"{code.tolist()}")
-        return MPDPInstance(locs=locs, num_agents=agents, objective=code)
-
     @classmethod
     def field_at_bound(cls, data: dict, field: str, node: int, value: float) -> dict | None:
         """As :meth:`Problem.field_at_bound`; ``objective`` is one value per instance (``node`` is ignored)."""

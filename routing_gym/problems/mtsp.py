@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -176,37 +175,6 @@ class MTSP(Problem):
             raise ValueError(f"instance field 'num_agents' must be a whole number in [1, n = {n - 1}] (each salesman "
                              f"who starts visits a customer), got {agents.tolist()}")
         code = option_codes(data["cost_type"], "cost_type", COST_TYPES, lead, b, dev).reshape(b)
-        return MTSPInstance(locs=locs, num_agents=agents, cost_type=code)
-
-    @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> MTSPInstance:
-        """Validated instance(s): ``locs`` (N, 2) in [0, 1] with the depot first, ``num_agents`` a whole number
-        in [1, n], ``cost_type`` ``"minmax"`` or ``"sum"`` (or its code 0 / 1); leading B axis when ``batched``
-        (``cost_type`` may then be one name for all)."""
-        data = instance_fields(data, ("locs", "num_agents", "cost_type"))
-        b, n = batch_size_of(data, batched)
-        if n < 2:
-            raise ValueError(f"instance field 'locs' must hold the depot and at least one customer, got {n} nodes")
-        lead = (b,) if batched else ()
-        locs = as_float_tensor(data["locs"], "locs", lead + (n, 2), device).reshape(b, n, 2)
-        check_range(locs, "locs", 0.0, 1.0)
-        dev = locs.device
-        agents = as_float_tensor(data["num_agents"], "num_agents", lead, device).reshape(b).to(dev)
-        if ((agents != agents.round()) | (agents < 1) | (agents > n - 1)).any():
-            raise ValueError(f"instance field 'num_agents' must be a whole number in [1, n = {n - 1}] (each salesman "
-                             f"who starts visits a customer), got {agents.tolist()}")
-        cost_type = data["cost_type"]
-        names = np.asarray(cost_type) if not isinstance(cost_type, Tensor) else None
-        if names is not None and names.dtype.kind in "US":
-            if not set(names.reshape(-1).tolist()) <= set(COST_TYPES):
-                raise ValueError(f"instance field 'cost_type' must be one of {COST_TYPES}, got {cost_type!r}")
-            codes = np.vectorize(COST_TYPES.index, otypes=[np.float32])(names)
-            code = torch.as_tensor(np.broadcast_to(codes, lead).copy(), device=dev).reshape(b)
-        else:
-            code = as_float_tensor(cost_type, "cost_type", lead, device).reshape(b).to(dev)
-            if ((code != 0) & (code != 1)).any():
-                raise ValueError(f"instance field 'cost_type' must be {COST_TYPES} or their codes 0 / 1, got "
-                                 f"{code.tolist()}")
         return MTSPInstance(locs=locs, num_agents=agents, cost_type=code)
 
     @classmethod
