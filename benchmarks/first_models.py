@@ -11,6 +11,7 @@ seconds each, on the first ``--reference`` instances); gaps are paired over thos
     python benchmarks/first_models.py --problems atsp cvrptw pdp mtsp cvrpmvc --minutes 12
     python benchmarks/first_models.py --report --problems atsp cvrptw pdp mtsp cvrpmvc   # evaluate only
     python benchmarks/first_models.py --problems mtvrp --variant mixed --minutes 20          # one model, 48 variants
+    python benchmarks/first_models.py --problems mtvrp --variant mixed --minutes 20 --reward-norm variant
 """
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--num-nodes", type=int, default=20)
     p.add_argument("--minutes", type=float, default=12.0, help="training budget per problem (wall clock)")
     p.add_argument("--variant", default=None, help="MTVRP's --variant for training (e.g. mixed)")
+    p.add_argument("--reward-norm", default="none", choices=("none", "variant"),
+                   help="train's --reward-norm (per-variant normalisation; its runs go to a folder ending -norm)")
     p.add_argument("--report", action="store_true", help="evaluate the finished runs only (no training)")
     p.add_argument("--instances", type=int, default=1000)
     p.add_argument("--reference", type=int, default=100, help="instances the solver reference solves")
@@ -43,7 +46,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def folder(problem: str, args) -> Path:
-    return args.root / f"{problem}{args.num_nodes}{'-' + args.variant if args.variant else ''}"
+    norm = "-norm" if args.reward_norm != "none" else ""
+    return args.root / f"{problem}{args.num_nodes}{'-' + args.variant if args.variant else ''}{norm}"
 
 
 def train(problem: str, args) -> None:
@@ -53,6 +57,8 @@ def train(problem: str, args) -> None:
            "--eval-size", "1000", "--no-progress", *RECIPE]
     if args.variant:
         cmd += ["--variant", args.variant]
+    if args.reward_norm != "none":
+        cmd += ["--reward-norm", args.reward_norm]
     cmd += ["--resume", str(out / "last.pt"), "--out-dir", str(out)] if (out / "last.pt").exists() \
         else ["--out-dir", str(out)]
     print(" ".join(cmd), flush=True)

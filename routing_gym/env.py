@@ -239,7 +239,7 @@ replay buffers can store it; the tour itself is ``info["tour"][info["tour"] >= 0
   actions; the state is unchanged).
 - ``render_size``: ``(width, height)`` of the frames, integers from 64 to 8192 pixels, default ``(600, 600)``.
 - ``compile``: ``True`` steps the dynamics compiled with ``torch.compile`` (the first step compiles, for
-  seconds, and needs a C++ compiler; later steps run about 2x faster on the CPU); default ``False``.
+  seconds, and needs a C++ compiler; what it buys is measured in benchmarks/README.md); default ``False``.
 
 ## Example
 >>> import gymnasium as gym, routing_gym

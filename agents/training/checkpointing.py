@@ -44,6 +44,7 @@ def state_dict(trainer) -> dict:
         "best_val": trainer.best_val,
         "history": [dict(row) for row in trainer.history],
         "prior": dict(trainer.prior),
+        **({"reward_scale": trainer.reward_scale.state_dict()} if trainer.reward_scale is not None else {}),
     }
 
 
@@ -100,6 +101,8 @@ def restore(trainer, ckpt: dict, path: Path) -> None:
         trainer.policy.load_state_dict(ckpt["model"])
         trainer.optimizer.load_state_dict(ckpt["optimizer"])
         trainer.baseline.load_state_dict(ckpt["baseline"] if "baseline" in ckpt else legacy_baseline_state(ckpt))
+        if trainer.reward_scale is not None:
+            trainer.reward_scale.load_state_dict(ckpt["reward_scale"])
     except (RuntimeError, KeyError, ValueError, TypeError) as e:
         raise ValueError(f"checkpoint {path} does not match the model it describes: {e}") from None
     if ckpt["world_size"] != trainer.world_size:

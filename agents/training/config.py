@@ -11,6 +11,7 @@ from typing import Any
 from routing_gym.problems import get_problem
 
 from .baselines import BASELINES
+from .normalisation import REWARD_NORMS
 
 LR_SCHEDULES = ("constant", "cosine", "linear")
 
@@ -57,6 +58,10 @@ class TrainConfig:
     distance; copy 0 is the instance itself), and all ``augment x starts`` rollouts of an instance share
     their mean cost as baseline: POMO's instance augmentation (Kwon et al. 2020) used in training, as
     Sym-NCO's problem-symmetricity loss does (Kim et al. 2022). ``batch_size`` still counts instances."""
+    reward_norm: str = "none"
+    """``"variant"``: divide each instance's advantage by a moving average of its group's mean cost
+    (:mod:`agents.training.normalisation`, RouteFinder's per-variant reward normalisation), for problems whose
+    instances fall into groups (the MTVRP's variants); ``"none"`` (default) leaves the advantage as it is."""
     critic_lr: float = 1e-4
     """Adam learning rate of the critic (``baseline="critic"``)."""
     warmup_epochs: int = 1
@@ -127,6 +132,10 @@ class TrainConfig:
         if self.augment > 1 and self.baseline != "pomo":
             raise ValueError(f"augment={self.augment} needs baseline='pomo' (the copies share POMO's baseline), "
                              f"not {self.baseline!r}")
+        if self.reward_norm not in REWARD_NORMS:
+            raise ValueError(f"reward_norm must be one of {REWARD_NORMS}, got {self.reward_norm!r}")
+        if self.reward_norm != "none" and self.baseline == "pomo":
+            raise ValueError("reward_norm needs one rollout per instance: not baseline='pomo'")
         _require("lr_warmup", self.lr_warmup, float, "a number in [0, 1)", lambda v: 0 <= v < 1)
         _require("exp_beta", self.exp_beta, float, "a number in [0, 1)", lambda v: 0 <= v < 1)
         _require("bl_alpha", self.bl_alpha, float, "a number in (0, 1)", lambda v: 0 < v < 1)

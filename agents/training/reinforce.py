@@ -47,6 +47,7 @@ from .budget import estimate_epoch_end, nothing_left, past, plan_step, start_not
 from .config import TrainConfig
 from .distributed import data_parallel, gather_costs, world, wrap_ddp
 from .imitation import epoch_order, load_labels
+from .normalisation import group_scale
 from .runlock import RunLock
 from .supervised import teacher_forcing_nll
 
@@ -139,7 +140,10 @@ def reinforce_loss(t: Trainer) -> tuple[Tensor, Tensor]:
     with t.autocast(), _probabilities_checked(t, rollouts):  # roll out by sampling
         cost, log_likelihood = t.training_pass(t.env, rollouts, t.generator, first_actions, baseline.equal_rows)
     bl = baseline.values(instances, cost.detach())
-    loss = ((cost - bl).detach() * log_likelihood).mean()  # REINFORCE
+    advantage = (cost - bl).detach()
+    if t.reward_scale is not None:  # per-variant scale of the advantage
+        advantage = advantage / t.reward_scale.scale(t.problem.reward_groups(instances), cost.detach())
+    loss = (advantage * log_likelihood).mean()  # REINFORCE
     return loss, cost.detach().mean()
 
 
@@ -235,6 +239,7 @@ class Trainer:
         self.best_val = math.inf
         self.run_dir: Path | None = None  # the folder this trainer's run is in (set by resume and fit)
         self.baseline = BASELINES[config.baseline](self)
+        self.reward_scale = group_scale(self.problem, config.reward_norm, self.device)  # None: not normalised
         rollouts = self.local_batch * self.baseline.rollouts_per_instance
         self.env = make_env(config.problem, config.num_nodes, rollouts, self.device, **config.variant)
         self.labels = None  # (instances, actions) of config.imitate

@@ -235,6 +235,7 @@ class Problem:
     optional_visits: ClassVar[str | None] = None
     observation: ClassVar[tuple[Obs, ...]]
     dynamic_fields: ClassVar[tuple[str, ...]] = ()  # observed instance fields that change within an episode
+    num_reward_groups: ClassVar[int] = 0  # groups of :meth:`reward_groups` (0: the instances form no groups)
     node_indices: ClassVar[tuple[str, ...]]  # observation keys holding a node index (from ``observation``)
     policy: ClassVar[PolicyInputs]
     drawing: ClassVar[Drawing]
@@ -359,6 +360,12 @@ class Problem:
     def noop(state) -> Tensor:
         """The action a finished sub-env takes: the depot (TSP overrides: its current node)."""
         return torch.zeros_like(state.current)
+
+    @staticmethod
+    def reward_groups(instance) -> Tensor:
+        """(B,) int64 in [0, ``num_reward_groups``): the group of each instance (a variant) whose costs the
+        trainer may normalise together; only problems that declare ``num_reward_groups`` implement it."""
+        raise NotImplementedError("this problem's instances form no reward groups")
 
     @staticmethod
     def gauge(state) -> tuple[float, str, bool]:

@@ -68,6 +68,9 @@ def add_model_args(t) -> None:
     t.add_argument("--augment", type=augment_count, help="with --baseline pomo: also roll every instance out on this "
                    "many of its 8 symmetric copies, all sharing one baseline (POMO's augmentation in training, "
                    "Sym-NCO's symmetricity) " + trained("augment"))
+    t.add_argument("--reward-norm", choices=("none", "variant"), help="variant: divide each instance's advantage by a "
+                   "moving average of its variant's mean cost (RouteFinder's per-variant normalisation; MTVRP) "
+                   + trained("reward_norm"))
     t.add_argument("--critic-lr", type=float, help="Adam learning rate of the critic (--baseline critic) "
                    + trained("critic_lr"))
     t.add_argument("--policy", choices=("attention", "pointer"), help="network to train " + trained("policy"))

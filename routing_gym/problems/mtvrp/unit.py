@@ -96,6 +96,7 @@ class MTVRP(Problem):
                                    "0.5 per instance, RouteFinder's default) or ``\"mixed\"`` (every one of the 48)"),
                 "num_depots": Variant(3, (2, 3, 4, 5), "depots of the multi-depot (MD) instances, default 3")}
     presets = {name: {"variant": name} for name in VARIANTS}
+    num_reward_groups = 2 ** len(Flags._fields)  # an attribute a bit
     observation = (
         Obs("locs", ("N", 2), "coordinates in [0, 1], depots first"),
         Obs("is_depot", ("N",), "1 at the depots (the first ``num_depots`` nodes)"),
@@ -155,6 +156,11 @@ class MTVRP(Problem):
                 '((21, 2), (21, 2), 0)')
 
     generate = staticmethod(generator.generate)
+
+    @staticmethod
+    def reward_groups(instance: MTVRPInstance) -> Tensor:
+        """(B,) each instance's variant as a code: bit i set when it has attribute i of ``Flags``."""
+        return sum(flag.long() << i for i, flag in enumerate(flags_of(instance)))
 
     @staticmethod
     def gauge(state) -> tuple[float, str, bool]:
