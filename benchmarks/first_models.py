@@ -33,6 +33,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--problems", nargs="+", required=True)
     p.add_argument("--num-nodes", type=int, default=20)
     p.add_argument("--minutes", type=float, default=12.0, help="training budget per problem (wall clock)")
+    p.add_argument("--epochs", type=int, default=None,
+                   help="train this many epochs of 12,800 instances instead of --minutes (a budget that a loaded "
+                   "machine does not shrink)")
     p.add_argument("--variant", default=None, help="MTVRP's --variant for training (e.g. mixed)")
     p.add_argument("--reward-norm", default="none", choices=("none", "variant"),
                    help="train's --reward-norm (per-variant normalisation; its runs go to a folder ending -norm)")
@@ -53,7 +56,8 @@ def folder(problem: str, args) -> Path:
 def train(problem: str, args) -> None:
     out = folder(problem, args)
     cmd = [sys.executable, "-m", "agents.apps.cli", "train", "--problem", problem, "--num-nodes", str(args.num_nodes),
-           "--max-minutes", str(args.minutes), "--epochs", "1000", "--epoch-size", "12800", "--val-size", "1000",
+           *(["--epochs", str(args.epochs)] if args.epochs else ["--max-minutes", str(args.minutes), "--epochs", "1000"]),
+           "--epoch-size", "12800", "--val-size", "1000",
            "--eval-size", "1000", "--no-progress", *RECIPE]
     if args.variant:
         cmd += ["--variant", args.variant]
