@@ -174,3 +174,32 @@ def test_training_curves__one_colour_per_recipe_across_panels_and_a_readable_leg
     sl = [line for ax in fig.axes for line in ax.get_lines() if by_label.get(line.get_label()) == runs[5]["recipe"]]
     assert len({line.get_linestyle() for line in sl}) == 2  # two runs of one recipe in one panel: two line styles
     plt.close(fig)
+
+
+def test_time_windows__a_bar_under_each_customer_filled_where_its_window_is_open():
+    instance = {"locs": np.array([[0.5, 0.5], [0.25, 0.3], [0.75, 0.7]], np.float32),
+                "demand": np.array([0.0, 0.3, 0.3], np.float32),
+                "time_windows": np.array([[0.0, 2.0], [0.0, 1.0], [1.0, 2.0]], np.float32),
+                "service_time": np.zeros(3, np.float32)}
+    size = (600, 600)
+    env = gym.make("routing/CVRPTW-v0", num_nodes=2, render_mode="rgb_array", render_size=size)
+    env.reset(options={"instance": instance})
+    frame, snap = env.render(), render.snapshot("cvrptw", env.unwrapped.state, [], 0.0)
+    env.close()
+    assert snap.windows.tolist() == [[0.0, 1.0], [0.0, 0.5], [0.5, 1.0]]  # fractions of the horizon, the depot's 2.0
+    pts = render.to_pixel(snap.locs, size, snap.problem)
+    r = float(render._radii(snap, render.node_radius(3, size, snap.problem))[1])
+    u = render.layout(size, snap.problem).scale
+    for i, first_half_open in ((1, True), (2, False)):
+        x, y = pts[i]
+        bar_y = round(y + r + max(2, round(2.5 * u)) + 2 * u)  # the middle of the bar, below the node
+        left, right = (round(x - 1.25 * r), bar_y), (round(x + 1.25 * r), bar_y)  # a quarter in from each end
+        open_at, closed_at = (left, right) if first_half_open else (right, left)
+        assert near(frame, open_at, render.NODE_COLOUR), (i, frame[open_at[1], open_at[0]])
+        assert near(frame, closed_at, (225, 225, 222), tol=25), (i, frame[closed_at[1], closed_at[0]])
+    assert ("window", "time window") in render.frame_legend(snap)
+    plain = gym.make("routing/OVRPL-10", render_mode="rgb_array")  # no time windows: no bars, no legend entry
+    plain.reset(seed=0)
+    no_windows = render.snapshot("mtvrp", plain.unwrapped.state, [], 0.0)
+    plain.close()
+    assert no_windows.windows is None and all(e.glyph != "window" for e in render.frame_legend(no_windows))

@@ -144,14 +144,14 @@ class PolicyInputs:
     edge_weights: str | None = None
 
 
-LEGEND_GLYPHS = ("depot", "start", "current", "routes", "unavailable", "size", "ring", "split", "kind")
+LEGEND_GLYPHS = ("depot", "start", "current", "routes", "unavailable", "size", "ring", "split", "kind", "window")
 
 
 class LegendEntry(NamedTuple):
     """One entry of a legend: the glyph drawn before the text (one of :data:`LEGEND_GLYPHS`: the depot's
     square, the start's diamond, the current node, the route colours, a node the mask forbids, node area,
     the ``ring_by`` ring, a customer served by several routes (its rim in their colours), a customer of the
-    ``kind_by`` kind (a triangle); or ``""``, text only) and its text."""
+    ``kind_by`` kind (a triangle), a ``window_by`` time window (a bar); or ``""``, text only) and its text."""
 
     glyph: str
     text: str
@@ -171,7 +171,9 @@ class Drawing:
     node area. ``ring_by``: such a field drawn as a ring on unvisited nodes (what leaving them out costs).
     ``kind_by``: such a field whose nonzero nodes are a second kind of customer, drawn as triangles
     (MTVRP's backhaul pickups; legend glyph ``"kind"``). ``open_by``: an instance flag (B, 1) that, where
-    set, leaves the return arc of every ``trips`` route undrawn (open routes).
+    set, leaves the return arc of every ``trips`` route undrawn (open routes). ``window_by``: a (B, N, 2)
+    field of (open, close) times, drawn under each customer as a bar over the horizon (the latest finite
+    close) filled where its window is open (legend glyph ``"window"``; nothing where no window closes).
     ``header``: optional ``state -> str`` appended to the header (batch-1 state).
     ``depot_refusal`` / ``node_refusal``: why a person's click on the depot / on an unvisited node is refused
     when the mask forbids it (``routing-gym play``); ``{i}`` is the node's index.
@@ -183,6 +185,7 @@ class Drawing:
     ring_by: str | None = None
     kind_by: str | None = None
     open_by: str | None = None
+    window_by: str | None = None
     header: Callable[[Any], str] | None = None
     depot_refusal: str = "the depot is not allowed now"
     node_refusal: str = "node {i} is not allowed now"

@@ -93,7 +93,9 @@ class CVRPTW(Problem):
     policy = PolicyInputs(node_features=("demand", "time_windows", "service_time"), context_nodes=("current_node",),
                           context_scalars=("remaining_capacity", "current_time"))
     drawing = Drawing(legend=(LegendEntry("depot", "depot"), LegendEntry("routes", "one colour per route"),
+                              LegendEntry("window", "time window"),
                               LegendEntry("unavailable", "too late or does not fit")), paths="trips",
+                      window_by="time_windows",
                       header=lambda state: f"  (time {float(state.time[0]):.2f})",
                       depot_refusal="the depot cannot be chosen twice in a row (or before any customer)",
                       node_refusal="node {i} is reached after its window closes, leaves no time to return to the "

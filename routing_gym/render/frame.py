@@ -18,7 +18,8 @@ header (``LABEL-n  step k  cost c`` plus the problem's ``drawing.header``, the s
 - ``trips`` routes return to the depot they left, except where ``open_by`` marks open routes (no return
   arc);
 - ``size_by`` draws node area in proportion to that field; ``ring_by`` rings each unvisited node in
-  ``PENALTY_COLOUR``, the ring's width growing with that field.
+  ``PENALTY_COLOUR``, the ring's width growing with that field; ``window_by`` puts a bar under each
+  customer, the horizon, filled in the node's colour where its time window is open.
 
 Drawing happens at ``SUPERSAMPLE`` times the size and is smoothed down; the centre pixels of nodes
 keep their exact colours.
@@ -101,8 +102,8 @@ def _node_colours(snap: Snapshot, drawn: Look, i: int) -> tuple:
 
 def _draw_nodes(pygame, surf, snap: Snapshot, drawn: Look, pts: list, radii: np.ndarray, outline: int,
                 u: float) -> None:
-    """Every node but the depots: its rim of several routes, its ``ring_by`` ring, then its glyph (a
-    ``kind_by`` node a triangle)."""
+    """Every node but the depots: its rim of several routes, its ``ring_by`` ring, its glyph (a ``kind_by``
+    node a triangle), then its ``window_by`` bar."""
     ring_by = snap.problem.drawing.ring_by
     ring_field = snap.fields.get(ring_by) if ring_by else None
     for i, (p, r) in enumerate(zip(pts, radii)):
@@ -122,6 +123,9 @@ def _draw_nodes(pygame, surf, snap: Snapshot, drawn: Look, pts: list, radii: np.
             draw.hollow_disc(pygame, surf, p, r, outline, fill, edge, u)
         else:
             draw.disc(pygame, surf, p, r, outline, fill, edge)
+        if snap.windows is not None:
+            draw.window_bar(pygame, surf, p, r, snap.windows[i], UNAVAILABLE_COLOUR if drawn.hollow[i] else
+                            fill, u)
 
 
 def _status(snap: Snapshot) -> tuple[str, tuple]:

@@ -14,7 +14,7 @@ from ..problems import get_problem
 from ..problems.base import LegendEntry
 from .primitives import sectors
 from .scene import Look, Snapshot, look
-from .style import (BASE_SIZE, CURRENT_COLOUR, DEPOT_COLOUR, LEGEND_TEXT_COLOUR, NODE_COLOUR, PAPER_COLOUR,
+from .style import (BASE_SIZE, CURRENT_COLOUR, DEPOT_COLOUR, GAUGE_BACK_COLOUR, LEGEND_TEXT_COLOUR, NODE_COLOUR, PAPER_COLOUR,
                     PENALTY_COLOUR, ROUTE_COLOURS, SUPERSAMPLE, UNAVAILABLE_COLOUR, import_pygame)
 from .text import font_px, get_font, text_scale
 
@@ -45,7 +45,7 @@ def frame_legend(snap: Snapshot, drawn: Look | None = None) -> list[LegendEntry]
     shown = {"depot": snap.problem.has_depot, "start": drawn.start is not None, "current": drawn.current is not None,
              "routes": any(len(p) > 1 for p in drawn.paths), "unavailable": bool(drawn.hollow.any()),
              "size": drawn.sized, "ring": bool(drawn.ringed.any()), "split": bool(drawn.split),
-             "kind": bool(snap.kind.any())}
+             "kind": bool(snap.kind.any()), "window": snap.windows is not None}
     out = []
     for entry in legend_entries(snap.problem):
         if entry.glyph and not shown.get(entry.glyph, False):
@@ -111,7 +111,7 @@ def _wrap(font, entries: list[LegendEntry], width: float) -> list[list[LegendEnt
 
 
 def _glyph_width(glyph: str, px: int) -> int:
-    return 0 if not glyph else round(px * (1.5 if glyph in ("routes", "size") else 0.8))
+    return 0 if not glyph else round(px * (1.5 if glyph in ("routes", "size", "window") else 0.8))
 
 
 def _legend_width(font, entries) -> int:
@@ -152,6 +152,10 @@ def _draw_glyph(pygame, surf, glyph: str, x: int, cy: int, px: int, route_colour
         h = r * 1.3
         pygame.draw.polygon(surf, NODE_COLOUR, [(cx + h * math.cos(a), cy - h * math.sin(a))
                                                 for a in (math.pi / 2, 7 * math.pi / 6, 11 * math.pi / 6)])
+    elif glyph == "window":  # a track with its middle third filled
+        w, h = _glyph_width(glyph, px), max(3, round(px * 0.28))
+        pygame.draw.rect(surf, GAUGE_BACK_COLOUR, pygame.Rect(x, cy - h // 2, w, h))
+        pygame.draw.rect(surf, NODE_COLOUR, pygame.Rect(round(x + w / 3), cy - h // 2, round(w / 3), h))
     elif glyph == "routes":
         colours = route_colours[:3]
         step = _glyph_width(glyph, px) / len(colours)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from .style import CURRENT_COLOUR, DEPOT_COLOUR, PAPER_COLOUR, PENALTY_COLOUR
+from .style import CURRENT_COLOUR, DEPOT_COLOUR, GAUGE_BACK_COLOUR, PAPER_COLOUR, PENALTY_COLOUR
 
 
 def sectors(pygame, surf, centre, radius: float, colours: list) -> None:
@@ -103,3 +103,15 @@ def current_mark(pygame, surf, p, r: float, u: float, filled: bool) -> None:
     pygame.draw.circle(surf, CURRENT_COLOUR, p, round(r + 5 * u), max(2, round(2.4 * u)))
     if filled:
         pygame.draw.circle(surf, CURRENT_COLOUR, p, round(r))
+
+
+def window_bar(pygame, surf, p, r: float, window, colour, u: float) -> None:
+    """A time window under a node of radius ``r``: a ``GAUGE_BACK_COLOUR`` track of width ``5 r`` (the
+    horizon) on a paper outline, filled in ``colour`` from ``window[0]`` to ``window[1]`` (fractions)."""
+    width, height, gap = 5 * r, max(3, round(4 * u)), max(2, round(2.5 * u))
+    left, top = p[0] - width / 2, p[1] + r + gap
+    pad = max(1, round(u))
+    pygame.draw.rect(surf, PAPER_COLOUR, pygame.Rect(round(left) - pad, top - pad, round(width) + 2 * pad, height + 2 * pad))
+    pygame.draw.rect(surf, GAUGE_BACK_COLOUR, pygame.Rect(round(left), top, round(width), height))
+    start, end = round(left + width * float(window[0])), round(left + width * float(window[1]))
+    pygame.draw.rect(surf, colour, pygame.Rect(start, top, max(end - start, max(1, round(u))), height))

@@ -37,6 +37,7 @@ class Snapshot(NamedTuple):
     depots: np.ndarray  # (N,) bool: the depots (the problem's ``depots_by``; node 0 alone where it has one)
     kind: np.ndarray  # (N,) bool: the customers of the ``drawing.kind_by`` kind
     open_routes: bool  # the ``drawing.open_by`` flag: trips are drawn without their return arcs
+    windows: np.ndarray | None  # (N, 2) the ``drawing.window_by`` windows as fractions of the horizon, or None
     gauge: tuple  # the problem's ``gauge(state)``: (fill fraction, text, threshold reached)
     header: str  # the problem's extra header text
 
@@ -56,12 +57,26 @@ def snapshot(problem, state, tour, cost: float, invalid: bool = False) -> Snapsh
         depots = _np(_field(state, problem.depots_by))[0] != 0
     kind = _np(_field(state, drawing.kind_by))[0] > 0 if drawing.kind_by else np.zeros(n, dtype=bool)
     open_routes = bool(_np(_field(state, drawing.open_by))[0].any()) if drawing.open_by else False
+    windows = _windows(_np(_field(state, drawing.window_by))[0], depots) if drawing.window_by else None
     return Snapshot(problem=problem, locs=_np(problem.layout(state.instance))[0], mask=_np(state.mask)[0].astype(bool),
                     visited=_np(state.visited)[0].astype(bool), current=int(_np(state.current)[0]),
                     step=int(_np(state.num_steps)[0]), done=bool(_np(state.done)[0]), invalid=bool(invalid),
                     tour=[int(a) for a in tour], cost=float(cost), fields=fields, depots=depots,
-                    kind=kind & ~depots, open_routes=open_routes, gauge=problem.gauge(state),
+                    kind=kind & ~depots, open_routes=open_routes, windows=windows, gauge=problem.gauge(state),
                     header=drawing.header(state) if drawing.header is not None else "")
+
+
+def _windows(times: np.ndarray, depots: np.ndarray) -> np.ndarray | None:
+    """(N, 2) time windows ``times`` as fractions of the horizon, the latest finite close (an open end is
+    the horizon); None where no customer's window closes before it (nothing to draw)."""
+    close = times[:, 1]
+    finite = np.isfinite(close)
+    if not finite.any():
+        return None
+    horizon = float(close[finite].max())
+    if horizon <= 0 or not (close[~depots] < horizon).any() and not (times[~depots, 0] > 0).any():
+        return None
+    return np.clip(np.nan_to_num(times / horizon, posinf=1.0), 0.0, 1.0)
 
 
 def _field(state, key: str):

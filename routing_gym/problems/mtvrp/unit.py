@@ -123,9 +123,9 @@ class MTVRP(Problem):
                           context_scalars=("used_capacity_linehaul", "used_capacity_backhaul", "current_time",
                                            "remaining_length", "open_route", "backhaul_class"))
     drawing = Drawing(legend=(LegendEntry("depot", "depot"), LegendEntry("kind", "backhaul (pickup)"),
-                              LegendEntry("routes", "one colour per route"),
-                              LegendEntry("unavailable", "too late, too far or does not fit")), paths="trips",
-                      kind_by="demand_backhaul", open_by="open_route",
+                              LegendEntry("routes", "one colour per route"), LegendEntry("window", "time window"),
+                              LegendEntry("unavailable", "late, far or full")), paths="trips",
+                      kind_by="demand_backhaul", open_by="open_route", window_by="time_windows",
                       header=lambda state: f"    {variant_names(state.instance)[0]}",
                       depot_refusal="that depot is not allowed now (a route returns to its own depot; no two "
                                     "depot moves in a row)",
