@@ -568,7 +568,7 @@ SOL_TOLERANCE = 1e-4  # a .sol's Cost line may be this fraction below its routes
 
 
 # the optimal tour lengths TSPLIB publishes (its files' own distances), for the gaps of the classic
-# instances whose files state none: the two in tests/data and a few more of those most papers report
+# instances whose files state none: the three in tests/data and a few more of those most papers report
 TSPLIB_OPTIMA = {"att48": 10628.0, "eil51": 426.0, "berlin52": 7542.0, "st70": 675.0, "eil76": 538.0,
                  "pr76": 108159.0, "kroA100": 21282.0, "eil101": 629.0, "lin105": 14379.0, "ch130": 6110.0,
                  "ch150": 6528.0, "a280": 2579.0, "pr107": 44303.0}
