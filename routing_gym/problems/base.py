@@ -7,14 +7,14 @@ rules). The declarations, each with its default where it has one:
 
 - identity: ``name`` (registry key), ``label`` (ids, class names), ``has_depot``, ``Instance`` (the
   NamedTuple of instance tensors); ``depots_by`` where there may be depots besides node 0 (the state field
-  and observation key (B, N) nonzero at the depots, MTVRP's ``is_depot``; None: node 0 alone where
-  ``has_depot``), which the renderer and the heuristics read;
+  and observation key (B, N) nonzero at the depots; None: node 0 alone where ``has_depot``), which the
+  renderer and the heuristics read;
 - sizes: ``min_num_nodes`` and ``num_nodes_multiple`` (the valid ``num_nodes``, checked by
   :meth:`Problem.check_num_nodes`), ``sizes`` (the registered ``routing/{label}-{n}`` ids);
 - ``generate(batch_size, num_nodes, *, generator, device, **variant) -> Instance``: random instances;
-  ``variants`` declares the keyword options (OP's ``prize_type``), validated by :meth:`Problem.check_variant`;
-  ``presets``: named variants registered as ids of their own (``routing/{name}-{n}`` and ``routing/{name}-v0``
-  with those options, e.g. MTVRP's ``VRPBLTW``; a name that is a problem's label is left to that problem);
+  ``variants`` declares the keyword options, validated by :meth:`Problem.check_variant`; ``presets``: named
+  variants registered as ids of their own (``routing/{name}-{n}`` and ``routing/{name}-v0`` with those
+  options; a name that is a problem's label is left to that problem);
 - ``instance_from(data, *, batched, device) -> Instance``: validated user instances; joint constraints of
   the fields (a value valid only together with another) are checked there, and
   :meth:`Problem.field_at_bound` builds a valid instance with one field at its bound;
@@ -30,8 +30,8 @@ rules). The declarations, each with its default where it has one:
 - ``start_nodes(N)``: the first actions of multi-start decoding (default: every node, or every customer);
 - ``step_cost_bound(state)``: more than one step can cost (default 3, above 2 sqrt(2) in the unit
   square), which :func:`invalid_penalty` reads;
-- ``left_out_cost(state)``: what ending the episode now would charge for the unvisited nodes (PCTSP's
-  penalties), which :func:`invalid_penalty` adds; None by default (nothing to add);
+- ``left_out_cost(state)``: what ending the episode now would charge for the unvisited nodes, which
+  :func:`invalid_penalty` adds; None by default (nothing to add);
 - ``observation`` (:class:`Obs` entries): each observation key once, with its shape, bounds and meaning;
   the observation space, ``bounds()``, ``node_indices`` and the docstring's table come from it, and
   ``observe(state) -> dict`` of batched tensors must match it (a test checks every registered problem);
@@ -67,7 +67,7 @@ from .masks import flags, is_marked, mask_of
 
 @dataclass(frozen=True)
 class Variant:
-    """A keyword option of a problem's generator (and so of its envs), such as OP's ``prize_type``."""
+    """A keyword option of a problem's generator (and so of its envs)."""
 
     default: Any
     choices: tuple
@@ -126,7 +126,7 @@ class PolicyInputs:
     ``node_features``: per-node observation keys embedded with (x, y), in Kool et al.'s order.
     ``context_nodes``: node-index observation keys whose embeddings form the step context.
     ``context_scalars``: (B, 1) observation keys appended to the step context.
-    ``placeholder_at_start``: the step context is a learned placeholder while ``step == 0`` (TSP).
+    ``placeholder_at_start``: the step context is a learned placeholder while ``num_steps == 0``.
     ``coordinates``: the (N, 2) observation key of node coordinates, embedded first; None where nodes
     have none (ATSP).
     ``edge_weights``: an (N, N) observation key of travel costs i -> j that the encoder reads as its
@@ -170,7 +170,7 @@ class Drawing:
     the problem's ``depots_by``. ``size_by``: per-node float field of the instance or the state that scales
     node area. ``ring_by``: such a field drawn as a ring on unvisited nodes (what leaving them out costs).
     ``kind_by``: such a field whose nonzero nodes are a second kind of customer, drawn as triangles
-    (MTVRP's backhaul pickups; legend glyph ``"kind"``). ``open_by``: an instance flag (B, 1) that, where
+    (legend glyph ``"kind"``). ``open_by``: an instance flag (B, 1) that, where
     set, leaves the return arc of every ``trips`` route undrawn (open routes).
     ``header``: optional ``state -> str`` appended to the header (batch-1 state).
     ``depot_refusal`` / ``node_refusal``: why a person's click on the depot / on an unvisited node is refused
@@ -230,8 +230,8 @@ class Problem:
     num_nodes_multiple: ClassVar[int] = 1  # valid num_nodes are multiples of this (pairs of nodes: 2)
     # None: every node must be visited. Otherwise a TSP with profits (Feillet, Dejax & Gendreau 2005): one route
     # from the depot visits a subset and choosing the depot ends the episode; ``"orienteering"``: the most prize
-    # within a length budget (OP); ``"prize_collecting"``: a prize quota, then length plus the penalties of the
-    # nodes left out (PCTSP, SPCTSP). The heuristics read it (``agents.references.heuristics``).
+    # within a length budget; ``"prize_collecting"``: a prize quota, then length plus the penalties of the
+    # nodes left out. The heuristics read it (``agents.references.heuristics``).
     optional_visits: ClassVar[str | None] = None
     observation: ClassVar[tuple[Obs, ...]]
     dynamic_fields: ClassVar[tuple[str, ...]] = ()  # observed instance fields that change within an episode
@@ -252,7 +252,7 @@ class Problem:
 
     @classmethod
     def num_nodes_total(cls, num_nodes: int) -> int:
-        """N, the nodes of an instance with ``num_nodes`` customers (TSP: nodes): the depot counts."""
+        """N, the nodes of an instance with ``num_nodes`` customers (or nodes, without a depot): the depot counts."""
         return num_nodes + cls.has_depot
 
     @classmethod
@@ -329,7 +329,7 @@ class Problem:
         """The batch of instances behind an episode's first observation (a dict of batched tensors, as
         the vector env's torch mode gives), each ``Instance`` field read from the observation key of its
         name; ``ValueError`` when one is not observed. Units whose observation holds an instance field
-        under another name override it (OP), or refuse where the instance is not observable (SPCTSP)."""
+        under another name override it, or refuse where the instance is not observable."""
         missing = [f for f in cls.Instance._fields if f not in obs]
         if missing:
             raise ValueError(f"{cls.label}'s instance field(s) {missing} are not observed")
@@ -351,8 +351,8 @@ class Problem:
 
     @staticmethod
     def left_out_cost(state) -> Tensor | None:
-        """(B,) what ending the episode now would charge for the nodes still unvisited (PCTSP overrides:
-        their penalties), or None where that is nothing. Part of :func:`invalid_penalty`."""
+        """(B,) what ending the episode now would charge for the nodes still unvisited (their penalties, in a
+        unit that has them), or None where that is nothing. Part of :func:`invalid_penalty`."""
         return None
 
     @staticmethod
@@ -369,12 +369,8 @@ class Problem:
 
 
 def interpolate_table(table: Mapping[int, float], n: int) -> float:
-    """Piecewise-linear interpolation of a per-size table in ``n``, constant beyond its ends.
-
-    Kool et al. 2019 give CVRP capacities, OP max lengths and PCTSP penalty factors only for
-    n = 10/20/50/100; other sizes get this interpolation (e.g. CVRP-30 has capacity 33.33, CVRP-200
-    capacity 50).
-    """
+    """Piecewise-linear interpolation of a per-size table in ``n`` (a generator's parameter given for a few
+    sizes), constant beyond its ends."""
     sizes = sorted(table)
     if n <= sizes[0]:
         return float(table[sizes[0]])
@@ -390,7 +386,7 @@ def interpolate_table(table: Mapping[int, float], n: int) -> float:
 
 def invalid_penalty(problem, state) -> Tensor:
     """(B,) cost charged for a masked action in ``state``: ``c * (S - num_steps)`` plus what leaving the unvisited
-    nodes out costs (:meth:`Problem.left_out_cost`: PCTSP's penalties, 0 elsewhere), where c is the
+    nodes out costs (:meth:`Problem.left_out_cost`, where a unit has one), where c is the
     problem's :meth:`Problem.step_cost_bound` (3 by default), S the most actions an episode can take
     (:meth:`Problem.max_steps`) and ``num_steps`` the actions taken so far.
 
@@ -433,8 +429,7 @@ def gather_nodes(values: Tensor, index: Tensor) -> Tensor:
 
 
 def distance(a: Tensor, b: Tensor) -> Tensor:
-    """Euclidean distance over the last axis (size 2), broadcasting. (``torch.linalg.vector_norm`` over a
-    last axis of size 2 is ~6x slower on CPU for (B, N, 2); results differ from it by at most 1 ulp.)"""
+    """Euclidean distance over the last axis (size 2), broadcasting."""
     return ((a[..., 0] - b[..., 0]).square() + (a[..., 1] - b[..., 1]).square()).sqrt()  # per coordinate: no (B, N, 2) broadcast
 
 
@@ -488,9 +483,8 @@ def compiled(fn: Callable, device_type: str, problem: Any = None) -> Callable:
     the code eagerly, which one shared copy reached within a few problems and shapes.
 
     On the CPU the code is compiled to scalar C++ loops (inductor's ``cpp.simdlen=1``): inductor's
-    vectorised loops load and store bool tensors one element at a time through ``VecMask`` conversions,
-    which made the step 3-15x slower than its scalar code and slower than eager; the scalar code runs the
-    step about 2x faster than eager (``benchmarks/README.md``, "A compiled step")."""
+    vectorised loops load and store bool tensors one element at a time, and run the step slower
+    (``benchmarks/README.md``, "A compiled step")."""
     if problem is not None:
         name = f"{fn.__name__}_{problem.name}"
         code = fn.__code__.replace(co_name=name, **({"co_qualname": name} if hasattr(fn.__code__, "co_qualname") else {}))
@@ -505,8 +499,8 @@ def finish(problem, state, stop: Tensor):
     to its no-op node."""
     done = state.done | stop
     noop = problem.noop(state)[:, None]
-    # rows of done sub-envs cleared (a uint8 product: bool ops broadcasting (B, 1) against (B, N) are ~4x
-    # slower on CPU), then the no-op node set where done
+    # rows of done sub-envs cleared (a uint8 product: on the CPU, bool ops broadcasting (B, 1) against (B, N)
+    # are slower), then the no-op node set where done
     keep = state.mask * mask_of(~done)[:, None]
     mask = keep.scatter_(1, noop, state.mask.gather(1, noop) | mask_of(done)[:, None])
     return state._replace(done=done, mask=mask)
@@ -613,9 +607,8 @@ def as_float_tensor(value: Any, name: str, shape: tuple, device: Any) -> Tensor:
 
 
 def option_codes(value: Any, name: str, names: tuple[str, ...], lead: tuple, b: int, device: Any) -> Tensor:
-    """An instance field that names one of ``names`` (mTSP's ``cost_type``, MDCPDP's ``reward_mode``, ...): the
-    names or their codes 0..len(names) - 1, one for all instances or (B,) / (B, 1), as a (B, 1) float32 tensor
-    on ``device`` (``ValueError`` names the field)."""
+    """An instance field that names one of ``names``: the names or their codes 0..len(names) - 1, one for all
+    instances or (B,) / (B, 1), as a (B, 1) float32 tensor on ``device`` (``ValueError`` names the field)."""
     arr = np.asarray(value) if not isinstance(value, Tensor) else None
     if arr is not None and arr.dtype.kind in "US":
         if not set(arr.reshape(-1).tolist()) <= set(names):

@@ -8,9 +8,9 @@ n = 10/20/50/100 (:data:`CAPACITY`; other n interpolate linearly, constant beyon
 Rules (Kool's ``StateCVRP``): a customer is allowed when unvisited and its demand fits the remaining
 capacity (``used + demand <= 1``, with a 1e-5 slack for float32 sums, so an exactly full vehicle is
 feasible; Kool's code compares ``used + demand > 1`` in float32 without slack, which refuses some exactly
-full routes by rounding: with the reference weights that makes our CVRP-20 greedy cost ~0.5% lower); the depot is not allowed twice in a row while a customer is still allowed (so also not as
-the first action). Visiting the depot refills the vehicle. The episode ends when the last customer is
-served; the return to the depot is added to that step's cost.
+full routes by rounding); the depot is not allowed twice in a row while a customer is still allowed (so
+also not as the first action). Visiting the depot refills the vehicle. The episode ends when the last
+customer is served; the return to the depot is added to that step's cost.
 """
 from __future__ import annotations
 

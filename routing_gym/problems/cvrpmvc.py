@@ -39,8 +39,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, as_float_tensor, instance_fields, \
-    node_index, steps_taken
+from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, as_float_tensor, instance_fields
 from .cvrp import CAPACITY_TOLERANCE, CVRP, CVRPState
 from .masks import any_marked, flags, mask_of
 

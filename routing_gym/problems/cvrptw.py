@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import numpy as np
 import torch
 from torch import Tensor
 

@@ -56,6 +56,6 @@ def is_marked(mask: Tensor, index: Tensor) -> Tensor:
 
 
 def any_marked(condition: Tensor) -> Tensor:
-    """(B,) bool: does row b of a (B, N) mask or bool condition hold a set node? (``Tensor.any(dim=1)`` on
-    bools is several times slower on CPU than counting.)"""
+    """(B,) bool: does row b of a (B, N) mask or bool condition hold a set node? (Counted: on the CPU,
+    ``Tensor.any(dim=1)`` on bools is slower.)"""
     return torch.count_nonzero(condition, dim=1) > 0
