@@ -19,8 +19,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, node_index, steps_taken, as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
-    interpolate_table, generation_device
+from .base import ZERO_AT_DEPOT, Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, check_num_nodes, \
+    distance, gather_nodes, generation_device, interpolate_table, locs_field, node_count, node_index, steps_taken
 from .masks import any_marked, empty_mask, flags, mark, mask_of
 
 CAPACITY = {10: 20.0, 20: 30.0, 50: 40.0, 100: 50.0}
@@ -54,6 +54,12 @@ class CVRP(Problem):
     label = "CVRP"
     has_depot = True
     Instance = CVRPInstance
+    fields = (locs_field(node_count(lambda n: n >= 2, "the depot and at least one customer")),
+              Field("demand", ("N",), rules=(  # a fraction of the capacity
+                  ZERO_AT_DEPOT,
+                  # no slack: the observation space bounds demand by 1
+                  (lambda d, n: d[:, 1:] <= 1.0, "exceeds the capacity (1.0) at a customer: infeasible"),
+                  (lambda d, n: d[:, 1:] > 0, "must be > 0 for every customer"))))
     observation = (Obs("locs", ("N", 2), "coordinates in [0, 1], depot first"),
                    Obs("demand", ("N",), "demand / capacity in (0, 1], depot 0"),
                    Obs("remaining_capacity", (1,), "capacity left on the current route, in [0, 1]"),
@@ -104,26 +110,6 @@ class CVRP(Problem):
         locs = torch.rand(batch_size, n + 1, 2, generator=generator, device=dev)
         units = torch.randint(1, 10, (batch_size, n), generator=generator, device=dev).float()
         demand = torch.cat([torch.zeros(batch_size, 1, device=dev), units / capacity(n)], dim=1)
-        return CVRPInstance(locs=locs, demand=demand)
-
-    @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> CVRPInstance:
-        """Validated instance(s) from arrays: ``locs`` (N, 2), ``demand`` (N,) as a fraction of the
-        capacity in (0, 1] for customers and 0 at the depot (leading B axis when ``batched``)."""
-        data = instance_fields(data, ("locs", "demand"))
-        b, n = batch_size_of(data, batched)
-        if n < 2:
-            raise ValueError(f"instance field 'locs' must hold the depot and at least one customer, got {n} nodes")
-        lead = (b,) if batched else ()
-        locs = as_float_tensor(data["locs"], "locs", lead + (n, 2), device).reshape(b, n, 2)
-        demand = as_float_tensor(data["demand"], "demand", lead + (n,), device).reshape(b, n)
-        check_range(locs, "locs", 0.0, 1.0)
-        if (demand[:, 0] != 0).any():
-            raise ValueError("instance field 'demand' must be 0 at the depot (node 0)")
-        if (demand[:, 1:] > 1.0).any():  # no slack: the observation space bounds demand by 1
-            raise ValueError("instance field 'demand' exceeds the capacity (1.0) at a customer: infeasible")
-        if (demand[:, 1:] <= 0).any():
-            raise ValueError("instance field 'demand' must be > 0 for every customer")
         return CVRPInstance(locs=locs, demand=demand)
 
     @staticmethod

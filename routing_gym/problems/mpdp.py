@@ -39,11 +39,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, Variant, as_float_tensor, batch_size_of, \
-    check_range, gather_nodes, generation_device, instance_fields, node_index, option_codes, steps_taken
+from .base import Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, Variant, gather_nodes, generation_device, \
+    locs_field, node_index, steps_taken, whole
 from .masks import empty_mask, flags, mask_of
 from .mtsp import route_bound, take_leg
-from .pdp import PDP, pairs
+from .pdp import PAIR_COUNT, PDP, pairs
 
 OBJECTIVES = ("minmax", "minsum")  # codes 0 and 1 in the instance's objective
 MIN_NUM_AGENTS, MAX_NUM_AGENTS = 2, 10  # RL4CO's MPDPGenerator defaults
@@ -84,6 +84,12 @@ class MPDP(Problem):
     min_num_nodes = 2
     num_nodes_multiple = 2  # pickup-delivery pairs
     Instance = MPDPInstance
+    fields = (locs_field(PAIR_COUNT),  # the depot, the n/2 pickups, then their deliveries in the same order
+              Field("num_agents", (), rules=((
+                  lambda m, n: whole(m, 1, max_agents(n)),
+                  lambda m, n: f"must be a whole number in [1, n/2 = {max_agents(n)}] (each vehicle that leaves "
+                               f"serves a pair), got {m.tolist()}"),)),
+              Field("objective", (1,), options=OBJECTIVES))
     variants = {"objective": Variant(default="minmax", choices=OBJECTIVES,
                                      doc='``"minmax"`` (default: the longest route) or ``"minsum"`` (all routes): '
                                          "the cost, RL4CO's ``objective``")}
@@ -156,28 +162,6 @@ class MPDP(Problem):
         low, high = min(MIN_NUM_AGENTS, n // 2), min(MAX_NUM_AGENTS, n // 2)
         agents = torch.randint(low, high + 1, (batch_size,), generator=generator, device=dev).float()
         code = torch.full((batch_size, 1), float(OBJECTIVES.index(objective)), device=dev)
-        return MPDPInstance(locs=locs, num_agents=agents, objective=code)
-
-    @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> MPDPInstance:
-        """Validated instance(s): ``locs`` (N, 2) in [0, 1] (the depot, the n/2 pickups, then their deliveries in
-        the same order), ``num_agents`` a whole number in [1, n/2], ``objective`` ``"minmax"`` or ``"minsum"``
-        (or its code 0 / 1); leading B axis when ``batched`` (``objective`` may then be one name for all, or
-        (B, 1) codes as the ``Instance`` holds them)."""
-        data = instance_fields(data, ("locs", "num_agents", "objective"))
-        b, n = batch_size_of(data, batched)
-        if n < 3 or (n - 1) % 2:
-            raise ValueError(f"instance field 'locs' must hold the depot and an even number (>= 2) of pickup and "
-                             f"delivery nodes, got {n} nodes")
-        lead = (b,) if batched else ()
-        locs = as_float_tensor(data["locs"], "locs", lead + (n, 2), device).reshape(b, n, 2)
-        check_range(locs, "locs", 0.0, 1.0)
-        dev = locs.device
-        agents = as_float_tensor(data["num_agents"], "num_agents", lead, device).reshape(b).to(dev)
-        if ((agents != agents.round()) | (agents < 1) | (agents > max_agents(n))).any():
-            raise ValueError(f"instance field 'num_agents' must be a whole number in [1, n/2 = {max_agents(n)}] "
-                             f"(each vehicle that leaves serves a pair), got {agents.tolist()}")
-        code = option_codes(data["objective"], "objective", OBJECTIVES, lead, b, dev)
         return MPDPInstance(locs=locs, num_agents=agents, objective=code)
 
     @classmethod

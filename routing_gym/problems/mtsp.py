@@ -30,8 +30,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, Variant, as_float_tensor, batch_size_of, \
-    check_range, distance, gather_nodes, generation_device, instance_fields, node_index, option_codes, steps_taken
+from .base import Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, Variant, distance, gather_nodes, \
+    generation_device, locs_field, node_count, node_index, steps_taken, whole
 from .masks import empty_mask, flags, mark, mask_of
 
 COST_TYPES = ("minmax", "sum")  # codes 0 and 1 in the instance's cost_type
@@ -101,6 +101,12 @@ class MTSP(Problem):
     label = "MTSP"
     has_depot = True
     Instance = MTSPInstance
+    fields = (locs_field(node_count(lambda n: n >= 2, "the depot and at least one customer")),
+              Field("num_agents", (), rules=((
+                  lambda m, n: whole(m, 1, n - 1),
+                  lambda m, n: f"must be a whole number in [1, n = {n - 1}] (each salesman who starts visits a "
+                               f"customer), got {m.tolist()}"),)),
+              Field("cost_type", (), options=COST_TYPES))
     variants = {"cost_type": Variant(default="minmax", choices=COST_TYPES,
                                      doc='``"minmax"`` (default: the longest route) or ``"sum"`` (all routes): the '
                                          "cost, RL4CO's ``cost_type``")}
@@ -155,26 +161,6 @@ class MTSP(Problem):
         locs = torch.rand(batch_size, n + 1, 2, generator=generator, device=dev)
         agents = torch.full((batch_size,), float(min(num_agents, n)), device=dev)
         code = torch.full((batch_size,), float(COST_TYPES.index(cost_type)), device=dev)
-        return MTSPInstance(locs=locs, num_agents=agents, cost_type=code)
-
-    @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> MTSPInstance:
-        """Validated instance(s): ``locs`` (N, 2) in [0, 1] with the depot first, ``num_agents`` a whole number
-        in [1, n], ``cost_type`` ``"minmax"`` or ``"sum"`` (or its code 0 / 1); leading B axis when ``batched``
-        (``cost_type`` may then be one name for all)."""
-        data = instance_fields(data, ("locs", "num_agents", "cost_type"))
-        b, n = batch_size_of(data, batched)
-        if n < 2:
-            raise ValueError(f"instance field 'locs' must hold the depot and at least one customer, got {n} nodes")
-        lead = (b,) if batched else ()
-        locs = as_float_tensor(data["locs"], "locs", lead + (n, 2), device).reshape(b, n, 2)
-        check_range(locs, "locs", 0.0, 1.0)
-        dev = locs.device
-        agents = as_float_tensor(data["num_agents"], "num_agents", lead, device).reshape(b).to(dev)
-        if ((agents != agents.round()) | (agents < 1) | (agents > n - 1)).any():
-            raise ValueError(f"instance field 'num_agents' must be a whole number in [1, n = {n - 1}] (each salesman "
-                             f"who starts visits a customer), got {agents.tolist()}")
-        code = option_codes(data["cost_type"], "cost_type", COST_TYPES, lead, b, dev).reshape(b)
         return MTSPInstance(locs=locs, num_agents=agents, cost_type=code)
 
     @classmethod

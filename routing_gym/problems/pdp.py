@@ -20,8 +20,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, node_index, steps_taken, as_float_tensor, \
-    distance, batch_size_of, check_range, gather_nodes, instance_fields, generation_device
+from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, distance, gather_nodes, generation_device, \
+    locs_field, node_count, node_index, steps_taken
 from .masks import empty_mask, flags, mark, mask_of
 
 
@@ -54,6 +54,11 @@ def pairs(n_total: int, num_depots: int = 1, device: Any = None) -> tuple[Tensor
     return role, partner
 
 
+# the node count of a depot and pickup-delivery pairs (PDP, MPDP)
+PAIR_COUNT = node_count(lambda n: n >= 3 and (n - 1) % 2 == 0,
+                        "the depot and an even number (>= 2) of pickup and delivery nodes")
+
+
 class PDP(Problem):
     name = "pdp"
     label = "PDP"
@@ -61,6 +66,7 @@ class PDP(Problem):
     min_num_nodes = 2
     num_nodes_multiple = 2  # pickup-delivery pairs
     Instance = PDPInstance
+    fields = (locs_field(PAIR_COUNT),)  # the depot, the n/2 pickups, then their deliveries in the same order
     observation = (Obs("locs", ("N", 2), "coordinates in [0, 1]: depot, n/2 pickups, their n/2 deliveries"),
                    Obs("role", ("N",), "1 for a pickup, -1 for a delivery, 0 for the depot", low=-1.0),
                    Obs("partner_locs", ("N", 2), "coordinates of the node's partner (a pickup's delivery, a "
@@ -108,19 +114,6 @@ class PDP(Problem):
         n = PDP.check_num_nodes(num_nodes)
         dev = generation_device(generator, device)
         return PDPInstance(locs=torch.rand(batch_size, n + 1, 2, generator=generator, device=dev))
-
-    @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> PDPInstance:
-        """Validated instance(s) from arrays: ``locs`` (N, 2) in [0, 1], the depot first, then the n/2
-        pickups, then their deliveries in the same order (leading B axis when ``batched``)."""
-        data = instance_fields(data, ("locs",))
-        b, n = batch_size_of(data, batched)
-        if n < 3 or (n - 1) % 2:
-            raise ValueError(f"instance field 'locs' must hold the depot and an even number (>= 2) of pickup and "
-                             f"delivery nodes, got {n} nodes")
-        locs = as_float_tensor(data["locs"], "locs", ((b,) if batched else ()) + (n, 2), device).reshape(b, n, 2)
-        check_range(locs, "locs", 0.0, 1.0)
-        return PDPInstance(locs=locs)
 
     @staticmethod
     def reset(instance: PDPInstance) -> PDPState:

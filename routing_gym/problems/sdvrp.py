@@ -39,7 +39,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, node_index, steps_taken, distance, gather_nodes
+from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, distance, gather_nodes, node_index, \
+    steps_taken
 from .masks import any_marked, mask_of
 from .cvrp import CAPACITY_TOLERANCE, CVRP
 
@@ -74,6 +75,7 @@ class SDVRP(Problem):
     label = "SDVRP"
     has_depot = True
     Instance = SDVRPInstance
+    fields = CVRP.fields
     # Kool's AM for SDVRP re-projects the remaining demand at every step (``project_node_step``)
     observation = (Obs("locs", ("N", 2), "coordinates in [0, 1], depot first"),
                    Obs("demand", ("N",), "demand not yet delivered / capacity, in [0, 1], depot 0"),
@@ -115,13 +117,6 @@ class SDVRP(Problem):
                  device: Any = None) -> SDVRPInstance:
         """B instances of ``num_nodes`` customers plus a depot (node 0): CVRP's, draw for draw."""
         inst = CVRP.generate(batch_size, num_nodes, generator=generator, device=device)
-        return SDVRPInstance(locs=inst.locs, demand=inst.demand)
-
-    @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> SDVRPInstance:
-        """Validated instance(s) as CVRP's: ``locs`` (N, 2), ``demand`` (N,) as a fraction of the capacity
-        in (0, 1] for customers and 0 at the depot (leading B axis when ``batched``)."""
-        inst = CVRP.instance_from(data, batched=batched, device=device)
         return SDVRPInstance(locs=inst.locs, demand=inst.demand)
 
     @staticmethod

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import EnvDoc, LegendEntry, Problem, as_float_tensor, check_range, instance_fields
+from .base import ZERO_AT_DEPOT, EnvDoc, Field, LegendEntry, Problem
 from .pctsp import PCTSP, PCTSPInstance, PCTSPState
 
 
@@ -44,6 +44,7 @@ class SPCTSP(Problem):
     label = "SPCTSP"
     has_depot = True
     Instance = SPCTSPInstance
+    fields = PCTSP.fields + (Field("real_prize", ("N",), 0.0, math.inf, rules=(ZERO_AT_DEPOT,)),)  # never observed
     sizes = (20, 50, 100)
     observation = (*PCTSP.observation[:1],
                    dataclasses.replace(PCTSP.observation[1], meaning="expected prize in [0, max(1, 4/n)], depot 0"),
@@ -91,21 +92,6 @@ class SPCTSP(Problem):
         real = torch.rand(expected.shape, generator=generator, device=expected.device) * expected * 2
         return SPCTSPInstance(locs=inst.locs, prize=inst.prize, penalty=inst.penalty,
                               real_prize=torch.cat([inst.prize[:, :1], real], dim=1))
-
-    @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> SPCTSPInstance:
-        """Validated instance(s): PCTSP's ``locs``, ``prize`` (the expected prize) and ``penalty``, and
-        ``real_prize`` (N,) >= 0, 0 at the depot (leading B axis when ``batched``)."""
-        fields = ("locs", "prize", "penalty")
-        data = instance_fields(data, fields + ("real_prize",))
-        inst = PCTSP.instance_from({k: data[k] for k in fields}, batched=batched, device=device)
-        b, n = inst.prize.shape
-        real = as_float_tensor(data["real_prize"], "real_prize", ((b,) if batched else ()) + (n,),
-                               inst.locs.device).reshape(b, n)
-        check_range(real, "real_prize", 0.0, math.inf)
-        if (real[:, 0] != 0).any():
-            raise ValueError("instance field 'real_prize' must be 0 at the depot (node 0)")
-        return SPCTSPInstance(locs=inst.locs, prize=inst.prize, penalty=inst.penalty, real_prize=real)
 
     @classmethod
     def instance_from_observation(cls, obs) -> SPCTSPInstance:
