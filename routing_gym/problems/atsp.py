@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from .base import Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, check_num_nodes, generation_device, \
-    node_count, node_index, steps_taken
+    node_count, node_index, stay, steps_taken
 from .masks import empty_mask, flags, full_mask, mark, mask_of
 
 
@@ -157,10 +157,8 @@ class ATSP(Problem):
         """(B,) 1 + 2 x the largest matrix entry: a step adds at most an edge and the closing edge."""
         return state.cost_bound
 
-    @staticmethod
-    def noop(state: ATSPState) -> Tensor:
-        """The action a finished sub-env takes: staying at its current node."""
-        return state.current
+    noop = staticmethod(stay)  # a finished sub-env stays at its current node
+
 
     @staticmethod
     def observe(state: ATSPState) -> dict[str, Tensor]:

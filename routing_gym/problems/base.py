@@ -407,7 +407,7 @@ class Problem:
 
     @staticmethod
     def noop(state) -> Tensor:
-        """The action a finished sub-env takes: the depot (TSP overrides: its current node)."""
+        """The action a finished sub-env takes: the depot (or its current node: ``noop = staticmethod(stay)``)."""
         return torch.zeros_like(state.current)
 
     @staticmethod
@@ -481,6 +481,21 @@ def gather_nodes(values: Tensor, index: Tensor) -> Tensor:
 def distance(a: Tensor, b: Tensor) -> Tensor:
     """Euclidean distance over the last axis (size 2), broadcasting."""
     return ((a[..., 0] - b[..., 0]).square() + (a[..., 1] - b[..., 1]).square()).sqrt()  # per coordinate: no (B, N, 2) broadcast
+
+
+def route_step(locs: Tensor, current_loc: Tensor, action: Tensor, finished: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """A step of routes from the depot (node 0): the move from ``current_loc`` (B, 2) to ``action`` (B,), and
+    where ``finished`` (B,) bool the return to the depot that ends the episode. Returns ``(length (B,),
+    current (B,), current_loc (B, 2))``, the vehicle back at the depot where finished."""
+    loc = gather_nodes(locs, action)
+    depot_loc = locs[:, 0]
+    length = distance(loc, current_loc) + distance(depot_loc, loc) * finished
+    return length, torch.where(finished, 0, action), torch.where(finished[:, None], depot_loc, loc)
+
+
+def stay(state) -> Tensor:
+    """The no-op of a unit whose finished sub-env stays at its current node: ``noop = staticmethod(stay)``."""
+    return state.current
 
 
 def is_allowed(state, action: Tensor) -> Tensor:

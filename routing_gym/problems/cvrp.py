@@ -20,8 +20,8 @@ import torch
 from torch import Tensor
 
 from .base import ZERO_AT_DEPOT, Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, check_num_nodes, \
-    distance, gather_nodes, generation_device, interpolate_table, locs_field, node_count, node_index, steps_taken
-from .masks import any_marked, empty_mask, flags, mark, mask_of
+    gather_nodes, generation_device, interpolate_table, locs_field, node_count, node_index, route_step, steps_taken
+from .masks import all_marked, any_marked, empty_mask, flags, mark, mask_of
 
 CAPACITY = {10: 20.0, 20: 30.0, 50: 40.0, 100: 50.0}
 CAPACITY_TOLERANCE = 1e-5  # float32 slack when comparing loads with the capacity 1 (in the mask only)
@@ -30,6 +30,14 @@ CAPACITY_TOLERANCE = 1e-5  # float32 slack when comparing loads with the capacit
 def capacity(num_customers: int) -> float:
     """Vehicle capacity in demand units for n customers (Kool's table, interpolated)."""
     return interpolate_table(CAPACITY, num_customers)
+
+
+def with_depot(allowed: Tensor, current: Tensor) -> Tensor:
+    """The mask of the customers ``allowed`` (B, N) bool (its depot column overwritten) and CVRP's depot rule: the
+    depot unless the vehicle is at it while a customer is allowed (so never first, never twice in a row)."""
+    allowed[:, 0] = False  # customers first, then the depot's rule reads them
+    allowed[:, 0] = (current != 0) | ~any_marked(allowed)
+    return mask_of(allowed)
 
 
 class CVRPInstance(NamedTuple):
@@ -132,9 +140,7 @@ class CVRP(Problem):
         allowed = ~flags(visited) & (instance.demand + used[:, None] <= 1.0 + CAPACITY_TOLERANCE)
         if within is not None:
             allowed &= within
-        allowed[:, 0] = False  # customers first, then the depot: not twice in a row while a customer is allowed
-        allowed[:, 0] = (current != 0) | ~any_marked(allowed)
-        return mask_of(allowed)
+        return with_depot(allowed, current)
 
     @staticmethod
     def transition(state: CVRPState, action: Tensor, active: Tensor) -> tuple[CVRPState, Tensor]:
@@ -147,16 +153,11 @@ class CVRP(Problem):
         """The transition without the new mask (``mask`` left as it was): the routes, loads and costs that
         units built on CVRP's routes extend before computing their own mask."""
         inst = state.instance
-        loc = gather_nodes(inst.locs, action)
         visited = mark(state.visited, action)
-        finished = active & (torch.count_nonzero(visited[:, 1:], dim=1) == visited.shape[1] - 1)
+        finished = active & all_marked(visited[:, 1:])
         refill = (action == 0) | finished
         used = torch.where(refill, 0.0, state.used + gather_nodes(inst.demand, action) * active)
-        depot_loc = inst.locs[:, 0]
-        cost = distance(loc, state.current_loc) \
-            + distance(depot_loc, loc) * finished
-        current = torch.where(finished, 0, action)
-        current_loc = torch.where(finished[:, None], depot_loc, loc)
+        cost, current, current_loc = route_step(inst.locs, state.current_loc, action, finished)
         new = CVRPState(instance=inst, current=current, current_loc=current_loc, used=used, visited=visited,
                         num_steps=state.num_steps + active, length=state.length + cost, done=state.done | finished,
                         mask=state.mask)

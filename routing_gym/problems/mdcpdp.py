@@ -46,7 +46,7 @@ from torch import Tensor
 
 from .base import Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, Variant, distance, gather_nodes, \
     generation_device, locs_field, node_count, node_index, steps_taken, whole
-from .masks import any_marked, empty_mask, flags, mark, mask_of
+from .masks import all_marked, any_marked, empty_mask, flags, mark, mask_of
 from .mtsp import route_bound
 from .pdp import PDP, pairs
 
@@ -215,12 +215,12 @@ class MDCPDP(Problem):
         locs = instance.locs
         b, n, _ = locs.shape
         dev = locs.device
-        role, partner = pairs(n, NUM_DEPOTS, dev)
+        role, partner_locs = pairs(locs, NUM_DEPOTS)
         zeros = torch.zeros(b, dtype=torch.long, device=dev)
         nothing = torch.zeros(b, device=dev)
         off = torch.zeros(b, dtype=torch.bool, device=dev)
         visited = empty_mask(b, n, dev)
-        return MDCPDPState(instance=instance, role=role.repeat(b, 1), partner_locs=locs[:, partner], current=zeros,
+        return MDCPDPState(instance=instance, role=role, partner_locs=partner_locs, current=zeros,
                            current_depot=zeros, current_loc=locs[:, 0], on_road=off, carried=zeros, visited=visited,
                            num_steps=zeros, route_length=nothing, longest=nothing, length=nothing, lateness=nothing,
                            done=off, mask=MDCPDP._mask(instance, visited, zeros, zeros, off, zeros))
@@ -253,7 +253,7 @@ class MDCPDP(Problem):
         back = active & is_depot & state.on_road
         opened = inst.problem_mode[:, 0] == 1
         visited = mark(state.visited, action)
-        finished = active & (torch.count_nonzero(visited[:, NUM_DEPOTS:], dim=1) == visited.shape[1] - NUM_DEPOTS)
+        finished = active & all_marked(visited[:, NUM_DEPOTS:])
         depot = torch.where(start, action, state.current_depot)
         depot_loc = gather_nodes(locs, depot)
         edge = distance(loc, state.current_loc) * ~start * ~(back & opened)  # depot to depot free; open: no return

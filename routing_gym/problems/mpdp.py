@@ -42,7 +42,7 @@ from torch import Tensor
 from .base import Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, Variant, gather_nodes, generation_device, \
     locs_field, node_index, steps_taken, whole
 from .masks import empty_mask, flags, mask_of
-from .mtsp import route_bound, take_leg
+from .mtsp import LONGEST_ROUTE, route_bound, take_leg
 from .pdp import PAIR_COUNT, PDP, pairs
 
 OBJECTIVES = ("minmax", "minsum")  # codes 0 and 1 in the instance's objective
@@ -93,16 +93,12 @@ class MPDP(Problem):
     variants = {"objective": Variant(default="minmax", choices=OBJECTIVES,
                                      doc='``"minmax"`` (default: the longest route) or ``"minsum"`` (all routes): '
                                          "the cost, RL4CO's ``objective``")}
-    observation = (Obs("locs", ("N", 2), "coordinates in [0, 1]: depot, n/2 pickups, their n/2 deliveries"),
-                   Obs("role", ("N",), "1 for a pickup, -1 for a delivery, 0 for the depot", low=-1.0),
-                   Obs("partner_locs", ("N", 2), "coordinates of the node's partner (a pickup's delivery, a "
-                       "delivery's pickup; the depot's own), in [0, 1]"),
+    observation = (*PDP.observation[:3],  # locs, role, partner_locs
                    Obs("agents_left", (1,), "vehicles that may still leave after the current one, in [0, n/2 - 1] "
                        "(the bound is 1 when n = 2)", high=lambda n: max(max_agents(n) - 1.0, 1.0)),
                    Obs("current_length", (1,), "length of the current vehicle's route so far, in [0, sqrt(2) N]",
                        high=route_bound),
-                   Obs("max_subtour_length", (1,), "longest route so far (the current one at its length so far), "
-                       "in [0, sqrt(2) N]", high=route_bound),
+                   LONGEST_ROUTE,
                    Obs("objective", (1,), '0: the cost is the longest route (``objective="minmax"``), 1: all routes '
                        '(``"minsum"``)'),
                    node_index("current_node", "where the vehicle is (0 = depot)"),
@@ -183,11 +179,11 @@ class MPDP(Problem):
         locs = instance.locs
         b, n, _ = locs.shape
         dev = locs.device
-        role, partner = pairs(n, device=dev)
+        role, partner_locs = pairs(locs)
         zeros = torch.zeros(b, dtype=torch.long, device=dev)
         nothing = torch.zeros(b, device=dev)
         visited = empty_mask(b, n, dev)
-        return MPDPState(instance=instance, role=role.repeat(b, 1), partner_locs=locs[:, partner], current=zeros,
+        return MPDPState(instance=instance, role=role, partner_locs=partner_locs, current=zeros,
                          current_loc=locs[:, 0], agent=zeros, carried=zeros, visited=visited, num_steps=zeros,
                          route_length=nothing, longest=nothing, length=nothing,
                          done=torch.zeros(b, dtype=torch.bool, device=dev),

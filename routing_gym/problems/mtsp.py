@@ -30,9 +30,9 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, Variant, distance, gather_nodes, \
-    generation_device, locs_field, node_count, node_index, steps_taken, whole
-from .masks import empty_mask, flags, mark, mask_of
+from .base import Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, Variant, generation_device, \
+    locs_field, node_count, node_index, route_step, steps_taken, whole
+from .masks import all_marked, empty_mask, flags, mark, mask_of
 
 COST_TYPES = ("minmax", "sum")  # codes 0 and 1 in the instance's cost_type
 NUM_AGENTS = 5  # RL4CO's MTSPGenerator default (min_num_agents = max_num_agents = 5)
@@ -42,6 +42,11 @@ def route_bound(n_total: int) -> float:
     """No route through N nodes of the unit square is longer than ``sqrt(2) N``: the bound of the length
     observations."""
     return math.sqrt(2.0) * n_total
+
+
+# the observation of the cost so far under "minmax" (mTSP's and MPDP's)
+LONGEST_ROUTE = Obs("max_subtour_length", (1,), "longest route so far (the current one at its length so far), in "
+                    "[0, sqrt(2) N]", high=route_bound)
 
 
 class MTSPInstance(NamedTuple):
@@ -67,7 +72,6 @@ class MTSPState(NamedTuple):
 class Leg(NamedTuple):
     """One step of vehicles that take their routes in turn from the depot (node 0): what mTSP and MPDP share."""
 
-    loc: Tensor  # (B, 2) float32 where the action leads
     visited: Tensor  # (B, N) uint8 mask with the action's node set
     finished: Tensor  # (B,) bool the step serves the last customer (the return is added)
     travel: Tensor  # (B,) float32 the step's edge (and the return, when finished)
@@ -82,17 +86,13 @@ def take_leg(state, action: Tensor, active: Tensor) -> Leg:
     """The leg of ``action`` (B,) from ``state`` (any state with ``instance.locs``, ``visited``, ``current_loc``,
     ``route_length``, ``longest`` and ``agent``): choosing the depot closes a route and hands over to the next
     vehicle; serving the last customer adds the return and ends the episode."""
-    locs = state.instance.locs
-    loc = gather_nodes(locs, action)
     visited = mark(state.visited, action)
-    finished = active & (torch.count_nonzero(visited[:, 1:], dim=1) == visited.shape[1] - 1)
-    depot_loc = locs[:, 0]
-    travel = distance(loc, state.current_loc) + distance(depot_loc, loc) * finished
+    finished = active & all_marked(visited[:, 1:])
+    travel, current, current_loc = route_step(state.instance.locs, state.current_loc, action, finished)
     route = state.route_length + travel  # with the return when this step closes the route
     closed = active & (action == 0)
-    return Leg(loc=loc, visited=visited, finished=finished, travel=travel, longest=torch.maximum(state.longest, route),
-               agent=state.agent + closed, current=torch.where(finished, 0, action),
-               current_loc=torch.where(finished[:, None], depot_loc, loc),
+    return Leg(visited=visited, finished=finished, travel=travel, longest=torch.maximum(state.longest, route),
+               agent=state.agent + closed, current=current, current_loc=current_loc,
                route_length=torch.where(closed | finished, 0.0, route))
 
 
@@ -115,8 +115,7 @@ class MTSP(Problem):
                        "(the bound is 1 when N = 2)", high=lambda n: max(n - 2.0, 1.0)),
                    Obs("current_length", (1,), "length of the current salesman's route so far, in [0, sqrt(2) N]",
                        high=route_bound),
-                   Obs("max_subtour_length", (1,), "longest route so far (the current one at its length so far), "
-                       "in [0, sqrt(2) N]", high=route_bound),
+                   LONGEST_ROUTE,
                    Obs("objective", (1,), '0: the cost is the longest route (``cost_type="minmax"``), 1: all routes '
                        '(``"sum"``)'),
                    node_index("current_node", "where the salesman is (0 = depot)"),

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, check_num_nodes, distance, gather_nodes, \
-    generation_device, locs_field, node_count, node_index, steps_taken
+    generation_device, locs_field, node_count, node_index, stay, steps_taken
 from .masks import any_marked, empty_mask, flags, mark, mask_of
 
 
@@ -121,10 +121,8 @@ class SHPP(Problem):
                              length=state.length + cost, done=state.done | finished, mask=SHPP._mask(visited))
         return new, cost
 
-    @staticmethod
-    def noop(state: SHPPState) -> Tensor:
-        """The action a finished sub-env takes: staying at its current node (the end)."""
-        return state.current
+    noop = staticmethod(stay)  # a finished sub-env stays at its current node
+
 
     @staticmethod
     def observe(state: SHPPState) -> dict[str, Tensor]:

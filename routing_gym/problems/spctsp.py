@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import ZERO_AT_DEPOT, EnvDoc, Field, LegendEntry, Problem
+from .base import ZERO_AT_DEPOT, Field, LegendEntry, Problem
 from .pctsp import PCTSP, PCTSPInstance, PCTSPState
 
 
@@ -64,22 +64,18 @@ class SPCTSP(Problem):
         return fraction, f"real {text}", reached
 
     left_out_cost = staticmethod(PCTSP.left_out_cost)  # the penalties of the unvisited nodes
-    doc = EnvDoc(
-        cost=PCTSP.doc.cost,
+    doc = dataclasses.replace(  # PCTSP's action, rewards, episode end and cost
+        PCTSP.doc,
         summary="Stochastic prize-collecting TSP: as PCTSP, but a node's real prize is revealed only when it is "
                 "visited.",
         description="PCTSP's instances (Kool et al. 2019): depot (node 0) and n nodes uniform in the unit square, "
                     "penalties U(0, 3K/n), expected prizes U(0, 4/n); each node's real prize is uniform in "
                     "[0, 2 * expected prize] and stays hidden until the node is visited. The tour must collect a "
                     "real prize of at least 1.",
-        action="the next node; 0 returns to the depot and ends the tour.",
         mask="every unvisited node; the depot once the real prize collected reaches 1, or when every node has "
              "been visited.",
-        rewards="Minus the edge length of the step; the final (depot) step also subtracts the penalties of the "
-                "unvisited nodes. The rewards sum to minus the cost.",
         starting_state='At the depot: a random instance, or ``options["instance"] = {"locs": (N, 2), "prize": '
                        '(N,), "penalty": (N,), "real_prize": (N,)}`` (``real_prize`` is never observed).',
-        episode_end="Terminates when the depot is chosen",
         example='>>> sorted(obs)\n[\'action_mask\', \'current_node\', \'locs\', \'num_steps\', \'penalty\', '
                 '\'prize\', \'prize_to_collect\']')
 

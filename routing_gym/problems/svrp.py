@@ -32,8 +32,8 @@ import torch
 from torch import Tensor
 
 from .base import ZERO_AT_DEPOT, Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, check_num_nodes, \
-    distance, gather_nodes, generation_device, locs_field, node_count, node_index, steps_taken
-from .masks import any_marked, empty_mask, flags, mark, mask_of
+    gather_nodes, generation_device, locs_field, node_count, node_index, route_step, steps_taken
+from .masks import all_marked, any_marked, empty_mask, flags, mark, mask_of
 
 TECH_COSTS = (1.0, 2.0, 3.0)  # RL4CO's default ``tech_costs``: technician k's cost per unit of distance, k + 1
 NUM_TECHS = len(TECH_COSTS)
@@ -174,15 +174,11 @@ class SVRP(Problem):
     def transition(state: SVRPState, action: Tensor, active: Tensor) -> tuple[SVRPState, Tensor]:
         """Inactive sub-envs arrive with ``action == current`` (see ``base.step``)."""
         inst = state.instance
-        loc = gather_nodes(inst.locs, action)
         visited = mark(state.visited, action)
-        finished = active & (torch.count_nonzero(visited[:, 1:], dim=1) == visited.shape[1] - 1)
-        rate = tech_cost(state.tech)
-        depot_loc = inst.locs[:, 0]
-        cost = rate * (distance(loc, state.current_loc) + distance(depot_loc, loc) * finished)
+        finished = active & all_marked(visited[:, 1:])
+        length, current, current_loc = route_step(inst.locs, state.current_loc, action, finished)
+        cost = tech_cost(state.tech) * length
         tech = state.tech + (active & (action == 0) & ~finished)
-        current = torch.where(finished, 0, action)
-        current_loc = torch.where(finished[:, None], depot_loc, loc)
         new = SVRPState(instance=inst, current=current, current_loc=current_loc, tech=tech, visited=visited,
                         num_steps=state.num_steps + active, length=state.length + cost, done=state.done | finished,
                         mask=SVRP._mask(inst, visited, current, tech))

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, check_num_nodes, distance, gather_nodes, \
-    generation_device, locs_field, node_count, node_index, steps_taken
+    generation_device, locs_field, node_count, node_index, stay, steps_taken
 from .masks import empty_mask, flags, full_mask, mark, mask_of
 
 
@@ -97,10 +97,8 @@ class TSP(Problem):
                        mask=mask_of(~flags(visited)))
         return new, cost
 
-    @staticmethod
-    def noop(state: TSPState) -> Tensor:
-        """The action a finished sub-env takes: staying at its current node."""
-        return state.current
+    noop = staticmethod(stay)  # a finished sub-env stays at its current node
+
 
     @staticmethod
     def observe(state: TSPState) -> dict[str, Tensor]:
