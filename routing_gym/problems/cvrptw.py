@@ -34,8 +34,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import ZERO_AT_DEPOT, Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, check_num_nodes, distance, \
-    gather_nodes, generation_device, node_index, steps_taken
+from .base import ZERO_AT_DEPOT, Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, check_num_nodes, \
+    distance, gather_nodes, generation_device, node_index, steps_taken
 from .cvrp import CVRP, CVRPState
 from .masks import empty_mask
 
@@ -160,7 +160,8 @@ class CVRPTW(Problem):
         late = (~alone[:, 1:]).nonzero()
         if len(late):
             i, j = (int(v) for v in late[0])
-            raise ValueError(f"instance field 'time_windows' makes customer {j + 1}{f' of instance {i}' if b > 1 else ''} "
+            which = f" of instance {i}" if b > 1 else ""
+            raise ValueError(f"instance field 'time_windows' makes customer {j + 1}{which} "
                              "unservable: from the depot it is reached after its window closes, or its service ends "
                              "too late to return before the depot's window closes (time_windows, service_time, locs)")
 

@@ -98,7 +98,8 @@ class MDCPDP(Problem):
     fields = (locs_field(node_count(lambda n: n - NUM_DEPOTS >= 2 and (n - NUM_DEPOTS) % 2 == 0,
                                     f"the {NUM_DEPOTS} depots and an even number (>= 2) of pickup and delivery nodes")),
               Field("capacity", (NUM_DEPOTS,), rules=((
-                  lambda c, n: whole(c, 1, n), lambda c, n: f"must hold whole numbers in [1, N = {n}], got {c.tolist()}"),)),
+                  lambda c, n: whole(c, 1, n),
+                  lambda c, n: f"must hold whole numbers in [1, N = {n}], got {c.tolist()}"),)),
               Field("lateness_weight", (1,), 0.0, 1.0),
               Field("reward_mode", (1,), options=REWARD_MODES, default=REWARD_MODES[0]),
               Field("problem_mode", (1,), options=PROBLEM_MODES, default=PROBLEM_MODES[0]))

@@ -39,8 +39,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, Variant, gather_nodes, generation_device, \
-    locs_field, node_index, steps_taken, whole
+from .base import Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, Variant, gather_nodes, \
+    generation_device, locs_field, node_index, steps_taken, whole
 from .masks import empty_mask, flags, mask_of
 from .mtsp import LONGEST_ROUTE, route_bound, take_leg
 from .pdp import PAIR_COUNT, PDP, pairs

@@ -19,8 +19,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import ZERO_AT_DEPOT, Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, check_num_nodes, distance, \
-    gather_nodes, generation_device, interpolate_table, locs_field, node_count, node_index, steps_taken
+from .base import ZERO_AT_DEPOT, Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, check_num_nodes, \
+    distance, gather_nodes, generation_device, interpolate_table, locs_field, node_count, node_index, steps_taken
 from .masks import any_marked, empty_mask, flags, mark, mask_of
 
 PENALTY_SCALE = {20: 2.0, 50: 3.0, 100: 4.0}  # K in Kool's U(0, 3K/n) penalties

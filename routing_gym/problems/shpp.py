@@ -50,7 +50,8 @@ class SHPP(Problem):
     label = "SHPP"
     has_depot = True  # node 0, the start: where the path begins, never an action
     Instance = SHPPInstance
-    fields = (locs_field(node_count(lambda n: n >= 2, "the start and the end node at least")),)  # the start first, the end last
+    # the start first, the end last
+    fields = (locs_field(node_count(lambda n: n >= 2, "the start and the end node at least")),)
     observation = (Obs("locs", ("N", 2), "coordinates in [0, 1]: node 0 the start, node N - 1 the end"),
                    node_index("current_node", "last node of the path (0 = the start)"),
                    node_index("last_node", "the end node, N - 1 (RL4CO's name)"),
