@@ -9,7 +9,7 @@ import torch
 import routing_gym
 from routing_gym.common import observation_space
 from routing_gym.problems import PROBLEMS, step
-from routing_gym.problems.base import LEGEND_GLYPHS
+from routing_gym.problems.base import LEGEND_GLYPHS, read_fields
 from routing_gym.problems.masks import MASK_DTYPE, flags
 from routing_gym.problems.tables import TABLES, tables_in
 
@@ -74,6 +74,52 @@ def test_dynamic_fields__are_the_observed_instance_fields_that_change(name):
             if f not in problem.dynamic_fields:
                 assert torch.equal(obs[f], getattr(nxt.instance, f)), f
     assert changed <= set(problem.dynamic_fields), changed
+
+
+def instance_forms(problem):
+    """A generated batch of 3 as ``(data, batched)``: the batch's arrays, and its first instance's."""
+    arrays = problem.generate(3, problem.valid_num_nodes(6), generator=torch.Generator().manual_seed(0))._asdict()
+    return ({k: v.numpy() for k, v in arrays.items()}, True), ({k: v[0].numpy() for k, v in arrays.items()}, False)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fields__declare_the_instance_and_instance_from_round_trips(name):
+    """The declared fields are the ``Instance``'s, in its order; ``instance_from`` is the base's (the declaration
+    and ``check_instance`` are all a unit says about validation) and gives back a generated batch as it was,
+    from the ``Instance`` itself and from its arrays, batched or one instance."""
+    problem = PROBLEMS[name]
+    assert [f.name for f in problem.fields] == list(problem.Instance._fields)
+    assert "instance_from" not in vars(problem)
+    inst = problem.generate(3, problem.valid_num_nodes(6), generator=torch.Generator().manual_seed(0))
+    (batch, _), (one, _) = instance_forms(problem)
+    for data, batched, want in ((inst, True, inst), (inst._asdict(), True, inst), (batch, True, inst),
+                                (one, False, [v[:1] for v in inst])):
+        back = problem.instance_from(data, batched=batched)
+        assert type(back) is problem.Instance
+        for field, a, b in zip(problem.Instance._fields, want, back):
+            assert a.dtype == b.dtype and a.device == b.device and torch.equal(a, b), field
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fields__each_is_refused_by_name_when_missing_misshapen_or_nan(name):
+    """Through the one reader of the declaration: a required field missing, any field with an extra axis or
+    holding NaN is a ``ValueError`` naming it; an optional one missing takes its default."""
+    problem = PROBLEMS[name]
+    for data, batched in instance_forms(problem):
+        for field in problem.fields:
+            others = {k: v for k, v in data.items() if k != field.name}
+            if field.default is None:
+                with pytest.raises(ValueError, match=rf"lacks field\(s\) \['{field.name}'\]"):
+                    read_fields(problem.fields, others, batched=batched)
+            else:
+                assert field.name in read_fields(problem.fields, others, batched=batched)
+            misshapen = np.repeat(np.asarray(data[field.name])[..., None], 3, axis=-1)
+            with pytest.raises(ValueError, match=f"'{field.name}' must have shape"):
+                read_fields(problem.fields, {**data, field.name: misshapen}, batched=batched)
+            nan = np.array(data[field.name], dtype=np.float64)
+            nan.reshape(-1)[-1] = np.nan
+            with pytest.raises(ValueError, match=f"'{field.name}'"):
+                read_fields(problem.fields, {**data, field.name: nan}, batched=batched)
 
 
 @pytest.mark.parametrize("name", NAMES)

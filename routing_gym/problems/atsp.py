@@ -26,12 +26,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, as_float_tensor, check_num_nodes, check_range, \
-    generation_device, instance_fields, node_index, steps_taken
+from .base import Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, check_num_nodes, generation_device, \
+    node_count, node_index, stay, steps_taken
 from .masks import empty_mask, flags, full_mask, mark, mask_of
 
 
@@ -72,6 +71,9 @@ class ATSP(Problem):
     has_depot = False
     min_num_nodes = 2
     Instance = ATSPInstance
+    fields = (Field("cost_matrix", ("N", "N"), 0.0, 1.0, rules=(
+        node_count(lambda n: n >= 2, "at least 2 nodes"),
+        (lambda m, n: torch.diagonal(m, dim1=1, dim2=2) == 0, "must have a zero diagonal"))),)  # no triangle inequality
     observation = (Obs("cost_matrix", ("N", "N"), "travel cost from row node to column node, in [0, 1], diagonal 0"),
                    node_index("first_node", "start node (0 before the first action)"),
                    node_index("current_node", "last node visited (0 before the first action)"),
@@ -95,10 +97,6 @@ class ATSP(Problem):
                        '{"cost_matrix": (N, N)}``.',
         episode_end="Terminates when every node is visited",
         example='>>> obs["cost_matrix"].shape, int(obs["action_mask"].sum())\n((20, 20), 20)')
-
-    @classmethod
-    def n_total_of(cls, instance: ATSPInstance) -> int:
-        return instance.cost_matrix.shape[1]
 
     @classmethod
     def layout(cls, instance: ATSPInstance) -> Tensor:
@@ -131,28 +129,6 @@ class ATSP(Problem):
         return ATSPInstance(cost_matrix=shortest_path_closure(raw))
 
     @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> ATSPInstance:
-        """Validated instance(s) from ``cost_matrix`` (N, N) or (B, N, N): values in [0, 1], diagonal 0
-        (the triangle inequality is not required)."""
-        data = instance_fields(data, ("cost_matrix",))
-        try:
-            shape = np.shape(data["cost_matrix"])
-        except ValueError as e:
-            raise ValueError(f"instance field 'cost_matrix' is not a numeric array: {e}") from None
-        want = 3 if batched else 2
-        if len(shape) != want or shape[-1] != shape[-2]:
-            expected = "(B, N, N)" if batched else "(N, N)"
-            raise ValueError(f"instance field 'cost_matrix' must have shape {expected}, got {tuple(shape)}")
-        if shape[-1] < 2:
-            raise ValueError(f"instance field 'cost_matrix' must hold at least 2 nodes, got {shape[-1]}")
-        matrix = as_float_tensor(data["cost_matrix"], "cost_matrix", shape, device)
-        check_range(matrix, "cost_matrix", 0.0, 1.0)
-        matrix = matrix if batched else matrix[None]
-        if bool(torch.diagonal(matrix, dim1=1, dim2=2).any()):
-            raise ValueError("instance field 'cost_matrix' must have a zero diagonal")
-        return ATSPInstance(cost_matrix=matrix)
-
-    @staticmethod
     def reset(instance: ATSPInstance) -> ATSPState:
         matrix = instance.cost_matrix
         b, n, _ = matrix.shape
@@ -181,10 +157,8 @@ class ATSP(Problem):
         """(B,) 1 + 2 x the largest matrix entry: a step adds at most an edge and the closing edge."""
         return state.cost_bound
 
-    @staticmethod
-    def noop(state: ATSPState) -> Tensor:
-        """The action a finished sub-env takes: staying at its current node."""
-        return state.current
+    noop = staticmethod(stay)  # a finished sub-env stays at its current node
+
 
     @staticmethod
     def observe(state: ATSPState) -> dict[str, Tensor]:

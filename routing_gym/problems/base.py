@@ -7,17 +7,19 @@ rules). The declarations, each with its default where it has one:
 
 - identity: ``name`` (registry key), ``label`` (ids, class names), ``has_depot``, ``Instance`` (the
   NamedTuple of instance tensors); ``depots_by`` where there may be depots besides node 0 (the state field
-  and observation key (B, N) nonzero at the depots, MTVRP's ``is_depot``; None: node 0 alone where
-  ``has_depot``), which the renderer and the heuristics read;
+  and observation key (B, N) nonzero at the depots; None: node 0 alone where ``has_depot``), which the
+  renderer and the heuristics read;
 - sizes: ``min_num_nodes`` and ``num_nodes_multiple`` (the valid ``num_nodes``, checked by
   :meth:`Problem.check_num_nodes`), ``sizes`` (the registered ``routing/{label}-{n}`` ids);
 - ``generate(batch_size, num_nodes, *, generator, device, **variant) -> Instance``: random instances;
-  ``variants`` declares the keyword options (OP's ``prize_type``), validated by :meth:`Problem.check_variant`;
-  ``presets``: named variants registered as ids of their own (``routing/{name}-{n}`` and ``routing/{name}-v0``
-  with those options, e.g. MTVRP's ``VRPBLTW``; a name that is a problem's label is left to that problem);
-- ``instance_from(data, *, batched, device) -> Instance``: validated user instances; joint constraints of
-  the fields (a value valid only together with another) are checked there, and
-  :meth:`Problem.field_at_bound` builds a valid instance with one field at its bound;
+  ``variants`` declares the keyword options, validated by :meth:`Problem.check_variant`; ``presets``: named
+  variants registered as ids of their own (``routing/{name}-{n}`` and ``routing/{name}-v0`` with those
+  options; a name that is a problem's label is left to that problem);
+- ``fields`` (:class:`Field` entries): each instance field once, with its shape, bounds, kind, default and
+  rules; ``check_instance(instance)``: the joint constraints (a value valid only together with another
+  field's). ``instance_from(data, *, batched, device) -> Instance`` reads user instances against ``fields``
+  (:func:`read_fields`) and runs ``check_instance``; :meth:`Problem.field_at_bound` builds a valid instance
+  with one field at its bound;
   ``instance_from_observation(obs) -> Instance``: the instances behind a first observation (planned tours);
 - ``optional_visits``: whether a tour may leave nodes out, and for what (``None``, ``"orienteering"``,
   ``"prize_collecting"``), the fact the heuristics read;
@@ -30,8 +32,8 @@ rules). The declarations, each with its default where it has one:
 - ``start_nodes(N)``: the first actions of multi-start decoding (default: every node, or every customer);
 - ``step_cost_bound(state)``: more than one step can cost (default 3, above 2 sqrt(2) in the unit
   square), which :func:`invalid_penalty` reads;
-- ``left_out_cost(state)``: what ending the episode now would charge for the unvisited nodes (PCTSP's
-  penalties), which :func:`invalid_penalty` adds; None by default (nothing to add);
+- ``left_out_cost(state)``: what ending the episode now would charge for the unvisited nodes, which
+  :func:`invalid_penalty` adds; None by default (nothing to add);
 - ``observation`` (:class:`Obs` entries): each observation key once, with its shape, bounds and meaning;
   the observation space, ``bounds()``, ``node_indices`` and the docstring's table come from it, and
   ``observe(state) -> dict`` of batched tensors must match it (a test checks every registered problem);
@@ -53,6 +55,7 @@ Dimension names in shape comments: B batch, N nodes (depot included), S steps.
 from __future__ import annotations
 
 import functools
+import math
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -67,7 +70,7 @@ from .masks import flags, is_marked, mask_of
 
 @dataclass(frozen=True)
 class Variant:
-    """A keyword option of a problem's generator (and so of its envs), such as OP's ``prize_type``."""
+    """A keyword option of a problem's generator (and so of its envs)."""
 
     default: Any
     choices: tuple
@@ -118,6 +121,38 @@ def steps_taken(most: Callable[[int], float], text: str) -> Obs:
     return Obs("num_steps", (1,), f"actions taken, in [0, {text}]", high=most)
 
 
+FIELD_KINDS = ("float", "float_or_inf", "int", "flag")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a user instance, declared once: :func:`read_fields` reads it (``instance_from``).
+
+    ``shape``: its shape in one instance, ``"N"`` standing for the node count, e.g. ``("N", 2)``; ``()`` for
+    one number; a last axis of 1 may be left out by the user. ``low`` / ``high``: inclusive bounds, numbers
+    or functions of N (None: none). ``kind``: ``"float"`` (finite real numbers, float32), ``"float_or_inf"``
+    (also +inf, standing for none), ``"int"`` (whole numbers in [low, high], int64) or ``"flag"`` (bools or
+    0 / 1, bool). ``options``: the names it holds, given as names or their codes 0..k-1, one for all
+    instances or one each (float32 codes). ``default``: the value an absent field takes; None: required.
+    ``rules``: ``(ok, message)`` checks of the field alone: ``ok(values, N)`` of the batched values
+    (B, *shape), true where they hold, else ``ValueError`` "instance field '<name>' <message>" (``message``
+    a str or a function of (values, N)). Constraints between fields are the unit's ``check_instance``.
+    """
+
+    name: str
+    shape: tuple
+    low: float | Callable[[int], float] | None = None
+    high: float | Callable[[int], float] | None = None
+    kind: str = "float"
+    options: tuple[str, ...] = ()
+    default: Any = None
+    rules: tuple = ()
+
+    def __post_init__(self):
+        if self.kind not in FIELD_KINDS:
+            raise ValueError(f"a field's kind must be one of {FIELD_KINDS}, got {self.kind!r}")
+
+
 @dataclass(frozen=True)
 class PolicyInputs:
     """What a network reads from the observation, declared by the problem (no ``if problem ==`` in the
@@ -126,7 +161,7 @@ class PolicyInputs:
     ``node_features``: per-node observation keys embedded with (x, y), in Kool et al.'s order.
     ``context_nodes``: node-index observation keys whose embeddings form the step context.
     ``context_scalars``: (B, 1) observation keys appended to the step context.
-    ``placeholder_at_start``: the step context is a learned placeholder while ``step == 0`` (TSP).
+    ``placeholder_at_start``: the step context is a learned placeholder while ``num_steps == 0``.
     ``coordinates``: the (N, 2) observation key of node coordinates, embedded first; None where nodes
     have none (ATSP).
     ``edge_weights``: an (N, N) observation key of travel costs i -> j that the encoder reads as its
@@ -170,10 +205,10 @@ class Drawing:
     the problem's ``depots_by``. ``size_by``: per-node float field of the instance or the state that scales
     node area. ``ring_by``: such a field drawn as a ring on unvisited nodes (what leaving them out costs).
     ``kind_by``: such a field whose nonzero nodes are a second kind of customer, drawn as triangles
-    (MTVRP's backhaul pickups; legend glyph ``"kind"``). ``open_by``: an instance flag (B, 1) that, where
-    set, leaves the return arc of every ``trips`` route undrawn (open routes). ``window_by``: a (B, N, 2)
-    field of (open, close) times, drawn under each customer as a bar over the horizon (the latest finite
-    close) filled where its window is open (legend glyph ``"window"``; nothing where no window closes).
+    (legend glyph ``"kind"``). ``open_by``: an instance flag (B, 1) that, where set, leaves the return arc of
+    every ``trips`` route undrawn (open routes). ``window_by``: a (B, N, 2) field of (open, close) times, drawn
+    under each customer as a bar over the horizon (the latest finite close) filled where its window is open
+    (legend glyph ``"window"``; nothing where no window closes).
     ``header``: optional ``state -> str`` appended to the header (batch-1 state).
     ``depot_refusal`` / ``node_refusal``: why a person's click on the depot / on an unvisited node is refused
     when the mask forbids it (``routing-gym play``); ``{i}`` is the node's index.
@@ -216,16 +251,17 @@ class EnvDoc:
 class Problem:
     """Base of the problem units: the declarations every problem makes, and what follows from them.
 
-    Subclasses set the class attributes below and implement ``generate``, ``instance_from``,
-    ``reset``, ``transition`` and ``observe`` as static methods (see the module docstring).
+    Subclasses set the class attributes below and implement ``generate``, ``reset``, ``transition`` and
+    ``observe`` as static methods (see the module docstring).
     """
 
-    name: ClassVar[str]  # registry key, lower case (``"cvrp"``)
-    label: ClassVar[str]  # upper-case name in env ids and class names (``"CVRP"``)
+    name: ClassVar[str]  # registry key, lower case
+    label: ClassVar[str]  # upper-case name in env ids and class names
     has_depot: ClassVar[bool]  # node 0 is a depot
     # where there may be depots besides node 0: the (B, N) state field, and observation key, nonzero at the depots
     depots_by: ClassVar[str | None] = None
     Instance: ClassVar[type]  # the NamedTuple of instance tensors
+    fields: ClassVar[tuple[Field, ...]]  # the Instance's fields as a user gives them, in its order
     variants: ClassVar[dict[str, Variant]] = {}
     presets: ClassVar[dict[str, dict[str, Any]]] = {}  # id name -> variant options (registered ids of their own)
     sizes: ClassVar[tuple[int, ...]] = (10, 20, 50, 100)  # registered ``routing/{label}-{n}`` ids
@@ -233,8 +269,8 @@ class Problem:
     num_nodes_multiple: ClassVar[int] = 1  # valid num_nodes are multiples of this (pairs of nodes: 2)
     # None: every node must be visited. Otherwise a TSP with profits (Feillet, Dejax & Gendreau 2005): one route
     # from the depot visits a subset and choosing the depot ends the episode; ``"orienteering"``: the most prize
-    # within a length budget (OP); ``"prize_collecting"``: a prize quota, then length plus the penalties of the
-    # nodes left out (PCTSP, SPCTSP). The heuristics read it (``agents.references.heuristics``).
+    # within a length budget; ``"prize_collecting"``: a prize quota, then length plus the penalties of the
+    # nodes left out. The heuristics read it (``agents.references.heuristics``).
     optional_visits: ClassVar[str | None] = None
     observation: ClassVar[tuple[Obs, ...]]
     dynamic_fields: ClassVar[tuple[str, ...]] = ()  # observed instance fields that change within an episode
@@ -256,7 +292,7 @@ class Problem:
 
     @classmethod
     def num_nodes_total(cls, num_nodes: int) -> int:
-        """N, the nodes of an instance with ``num_nodes`` customers (TSP: nodes): the depot counts."""
+        """N, the nodes of an instance with ``num_nodes`` customers (or nodes, without a depot): the depot counts."""
         return num_nodes + cls.has_depot
 
     @classmethod
@@ -266,9 +302,9 @@ class Problem:
 
     @classmethod
     def n_total_of(cls, instance) -> int:
-        """N, the nodes of a batch of instances (default: read from ``locs``; a unit without coordinates
-        overrides it)."""
-        return instance.locs.shape[1]
+        """N, the nodes of a batch of instances: read from the first field declared with an ``"N"`` axis."""
+        field = next(f for f in cls.fields if "N" in f.shape)
+        return getattr(instance, field.name).shape[1 + field.shape.index("N")]
 
     @classmethod
     def size_of(cls, instance) -> int:
@@ -296,6 +332,20 @@ class Problem:
         some size)."""
         n = max(at_least, cls.min_num_nodes)
         return -(-n // cls.num_nodes_multiple) * cls.num_nodes_multiple
+
+    @classmethod
+    def instance_from(cls, data: Any, *, batched: bool = False, device: Any = None):
+        """Validated instance(s): ``data`` (a mapping of arrays keyed as the ``Instance``, or the ``Instance``)
+        read against ``fields`` (:func:`read_fields`; a leading B axis on each field when ``batched``), then
+        :meth:`check_instance`. ``ValueError`` names the field."""
+        instance = cls.Instance(**read_fields(cls.fields, data, batched=batched, device=device))
+        cls.check_instance(instance)
+        return instance
+
+    @staticmethod
+    def check_instance(instance) -> None:
+        """``ValueError`` (naming a field) where a batch of instances breaks a joint constraint: a value valid
+        only together with another field's. Default: none."""
 
     @classmethod
     def field_at_bound(cls, data: dict, field: str, node: int, value: float) -> dict | None:
@@ -333,7 +383,7 @@ class Problem:
         """The batch of instances behind an episode's first observation (a dict of batched tensors, as
         the vector env's torch mode gives), each ``Instance`` field read from the observation key of its
         name; ``ValueError`` when one is not observed. Units whose observation holds an instance field
-        under another name override it (OP), or refuse where the instance is not observable (SPCTSP)."""
+        under another name override it, or refuse where the instance is not observable."""
         missing = [f for f in cls.Instance._fields if f not in obs]
         if missing:
             raise ValueError(f"{cls.label}'s instance field(s) {missing} are not observed")
@@ -355,13 +405,13 @@ class Problem:
 
     @staticmethod
     def left_out_cost(state) -> Tensor | None:
-        """(B,) what ending the episode now would charge for the nodes still unvisited (PCTSP overrides:
-        their penalties), or None where that is nothing. Part of :func:`invalid_penalty`."""
+        """(B,) what ending the episode now would charge for the nodes still unvisited (their penalties, in a
+        unit that has them), or None where that is nothing. Part of :func:`invalid_penalty`."""
         return None
 
     @staticmethod
     def noop(state) -> Tensor:
-        """The action a finished sub-env takes: the depot (TSP overrides: its current node)."""
+        """The action a finished sub-env takes: the depot (or its current node: ``noop = staticmethod(stay)``)."""
         return torch.zeros_like(state.current)
 
     @staticmethod
@@ -379,12 +429,8 @@ class Problem:
 
 
 def interpolate_table(table: Mapping[int, float], n: int) -> float:
-    """Piecewise-linear interpolation of a per-size table in ``n``, constant beyond its ends.
-
-    Kool et al. 2019 give CVRP capacities, OP max lengths and PCTSP penalty factors only for
-    n = 10/20/50/100; other sizes get this interpolation (e.g. CVRP-30 has capacity 33.33, CVRP-200
-    capacity 50).
-    """
+    """Piecewise-linear interpolation of a per-size table in ``n`` (a generator's parameter given for a few
+    sizes), constant beyond its ends."""
     sizes = sorted(table)
     if n <= sizes[0]:
         return float(table[sizes[0]])
@@ -400,7 +446,7 @@ def interpolate_table(table: Mapping[int, float], n: int) -> float:
 
 def invalid_penalty(problem, state) -> Tensor:
     """(B,) cost charged for a masked action in ``state``: ``c * (S - num_steps)`` plus what leaving the unvisited
-    nodes out costs (:meth:`Problem.left_out_cost`: PCTSP's penalties, 0 elsewhere), where c is the
+    nodes out costs (:meth:`Problem.left_out_cost`, where a unit has one), where c is the
     problem's :meth:`Problem.step_cost_bound` (3 by default), S the most actions an episode can take
     (:meth:`Problem.max_steps`) and ``num_steps`` the actions taken so far.
 
@@ -443,9 +489,23 @@ def gather_nodes(values: Tensor, index: Tensor) -> Tensor:
 
 
 def distance(a: Tensor, b: Tensor) -> Tensor:
-    """Euclidean distance over the last axis (size 2), broadcasting. (``torch.linalg.vector_norm`` over a
-    last axis of size 2 is ~6x slower on CPU for (B, N, 2); results differ from it by at most 1 ulp.)"""
+    """Euclidean distance over the last axis (size 2), broadcasting."""
     return ((a[..., 0] - b[..., 0]).square() + (a[..., 1] - b[..., 1]).square()).sqrt()  # per coordinate: no (B, N, 2) broadcast
+
+
+def route_step(locs: Tensor, current_loc: Tensor, action: Tensor, finished: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """A step of routes from the depot (node 0): the move from ``current_loc`` (B, 2) to ``action`` (B,), and
+    where ``finished`` (B,) bool the return to the depot that ends the episode. Returns ``(length (B,),
+    current (B,), current_loc (B, 2))``, the vehicle back at the depot where finished."""
+    loc = gather_nodes(locs, action)
+    depot_loc = locs[:, 0]
+    length = distance(loc, current_loc) + distance(depot_loc, loc) * finished
+    return length, torch.where(finished, 0, action), torch.where(finished[:, None], depot_loc, loc)
+
+
+def stay(state) -> Tensor:
+    """The no-op of a unit whose finished sub-env stays at its current node: ``noop = staticmethod(stay)``."""
+    return state.current
 
 
 def is_allowed(state, action: Tensor) -> Tensor:
@@ -498,9 +558,8 @@ def compiled(fn: Callable, device_type: str, problem: Any = None) -> Callable:
     the code eagerly, which one shared copy reached within a few problems and shapes.
 
     On the CPU the code is compiled to scalar C++ loops (inductor's ``cpp.simdlen=1``): inductor's
-    vectorised loops load and store bool tensors one element at a time through ``VecMask`` conversions,
-    which made the step 3-15x slower than its scalar code and slower than eager; the scalar code runs the
-    step about 2x faster than eager (``benchmarks/README.md``, "A compiled step")."""
+    vectorised loops load and store bool tensors one element at a time, and run the step slower
+    (``benchmarks/README.md``, "A compiled step")."""
     if problem is not None:
         name = f"{fn.__name__}_{problem.name}"
         code = fn.__code__.replace(co_name=name, **({"co_qualname": name} if hasattr(fn.__code__, "co_qualname") else {}))
@@ -515,8 +574,8 @@ def finish(problem, state, stop: Tensor):
     to its no-op node."""
     done = state.done | stop
     noop = problem.noop(state)[:, None]
-    # rows of done sub-envs cleared (a uint8 product: bool ops broadcasting (B, 1) against (B, N) are ~4x
-    # slower on CPU), then the no-op node set where done
+    # rows of done sub-envs cleared (a uint8 product: on the CPU, bool ops broadcasting (B, 1) against (B, N)
+    # are slower), then the no-op node set where done
     keep = state.mask * mask_of(~done)[:, None]
     mask = keep.scatter_(1, noop, state.mask.gather(1, noop) | mask_of(done)[:, None])
     return state._replace(done=done, mask=mask)
@@ -604,14 +663,27 @@ def native_array(value: Any) -> np.ndarray:
     return arr if contiguous else arr.copy(order="C")
 
 
+def _shape(value: Any, name: str) -> tuple:
+    """The shape of an instance field's value, read without copying it (a tensor may be on any device)."""
+    try:
+        return tuple(np.shape(value))
+    except ValueError as e:
+        raise ValueError(f"instance field '{name}' is not a numeric array: {e}") from None
+
+
+def _tensor(value: Any, name: str) -> Tensor:
+    """An instance field's value as a tensor (a tensor as it is; ``ValueError`` names the field)."""
+    try:
+        return value.detach() if isinstance(value, Tensor) else torch.as_tensor(native_array(value))
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise ValueError(f"instance field '{name}' is not numeric: {e}") from None
+
+
 def as_float_tensor(value: Any, name: str, shape: tuple, device: Any) -> Tensor:
     """One instance field (an array-like, or a tensor, which stays on its device when ``device`` is None)
     as a float32 tensor on ``device``, checking that it holds real numbers (not bools), its shape and its
     finiteness (``ValueError`` names the field)."""
-    try:
-        arr = value.detach() if isinstance(value, Tensor) else torch.as_tensor(native_array(value))
-    except (TypeError, ValueError, RuntimeError) as e:
-        raise ValueError(f"instance field '{name}' is not numeric: {e}") from None
+    arr = _tensor(value, name)
     if arr.dtype == torch.bool or arr.is_complex():
         raise ValueError(f"instance field '{name}' must hold real numbers, got dtype {arr.dtype}")
     arr = arr.to(device=device, dtype=torch.float32)
@@ -623,16 +695,17 @@ def as_float_tensor(value: Any, name: str, shape: tuple, device: Any) -> Tensor:
 
 
 def option_codes(value: Any, name: str, names: tuple[str, ...], lead: tuple, b: int, device: Any) -> Tensor:
-    """An instance field that names one of ``names`` (mTSP's ``cost_type``, MDCPDP's ``reward_mode``, ...): the
-    names or their codes 0..len(names) - 1, one for all instances or (B,) / (B, 1), as a (B, 1) float32 tensor
-    on ``device`` (``ValueError`` names the field)."""
+    """An instance field that names one of ``names``: the names or their codes 0..len(names) - 1, one for all
+    instances or (B,) / (B, 1), as a (B, 1) float32 tensor on ``device`` (``ValueError`` names the field)."""
     arr = np.asarray(value) if not isinstance(value, Tensor) else None
     if arr is not None and arr.dtype.kind in "US":
         if not set(arr.reshape(-1).tolist()) <= set(names):
             raise ValueError(f"instance field '{name}' must be one of {names}, got {value!r}")
+        if arr.shape not in ((), lead, lead + (1,)):
+            raise ValueError(f"instance field '{name}' must have shape {lead + (1,)}, got {arr.shape}")
         codes = np.vectorize(names.index, otypes=[np.float32])(arr).reshape(-1)
         return torch.as_tensor(np.broadcast_to(codes, (b,)).copy(), device=device).reshape(b, 1)
-    shape = tuple(np.shape(value))
+    shape = _shape(value, name)
     code = as_float_tensor(value, name, shape if shape in ((), lead, lead + (1,)) else lead, None).to(device)
     code = code.reshape(-1).expand(b).reshape(b, 1) if code.numel() == 1 else code.reshape(b, 1)
     if ((code != code.round()) | (code < 0) | (code > len(names) - 1)).any():
@@ -647,9 +720,39 @@ def check_range(arr: Tensor, name: str, low: float, high: float) -> None:
                          f"got values in [{float(arr.min()):.6g}, {float(arr.max()):.6g}]")
 
 
-def instance_fields(data: Any, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
-    """The instance's fields from a mapping or the problem's ``Instance`` (a NamedTuple, validated the same
-    way), refusing missing and unknown keys by name."""
+def whole(values: Tensor, low: float, high: float) -> Tensor:
+    """Where ``values`` are whole numbers in [low, high] (a check for :attr:`Field.rules`)."""
+    return (values == values.round()) & (values >= low) & (values <= high)
+
+
+def node_count(ok: Callable[[int], bool], text: str) -> tuple:
+    """A rule (:attr:`Field.rules`) on the node count N: ``ok(N)``, else "must hold {text}, got N nodes"."""
+    return lambda values, n: ok(n), lambda values, n: f"must hold {text}, got {n} node{'s' * (n != 1)}"
+
+
+ZERO_AT_DEPOT = (lambda values, n: values[:, 0] == 0, "must be 0 at the depot (node 0)")  # a rule on per-node values
+
+
+def locs_field(*rules) -> Field:
+    """``locs`` (N, 2): coordinates in [0, 1], with the unit's ``rules`` (its node count)."""
+    return Field("locs", ("N", 2), 0.0, 1.0, rules=rules)
+
+
+def read_fields(fields: tuple[Field, ...], data: Any, *, batched: bool = False,
+                device: Any = None) -> dict[str, Tensor]:
+    """The tensors of user instance(s) read against a problem's declared ``fields``: ``data`` is a mapping of
+    arrays (or tensors) keyed by field name, or the problem's ``Instance``; each field (B, *shape) with its
+    kind's dtype, B = 1 unless ``batched`` (then every given field has a leading B axis), on ``device`` (None:
+    the first field's device, a tensor's own or the CPU). B and N come from the first field with an ``"N"``
+    axis. An absent optional field is read as its default, broadcast to its shape.
+
+    Raises:
+        ValueError: naming the field: a required one missing, an unknown one, a wrong shape, values that are
+            not real numbers (a flag: bools or 0 / 1), NaN or inf (``"float_or_inf"``: +inf allowed), a value
+            outside [low, high], an unknown option, or a broken rule.
+    """
+    names = [f.name for f in fields]
+    required = tuple(f.name for f in fields if f.default is None)
     if isinstance(data, tuple) and hasattr(data, "_asdict"):
         data = data._asdict()
     if not isinstance(data, Mapping):
@@ -657,22 +760,66 @@ def instance_fields(data: Any, required: tuple[str, ...], optional: tuple[str, .
                          f"Instance, got {type(data).__name__}")
     missing = [k for k in required if k not in data]
     if missing:
-        raise ValueError(f"instance lacks field(s) {missing}; expected {list(required + optional)}")
-    unknown = [k for k in data if k not in required + optional]
+        raise ValueError(f"instance lacks field(s) {missing}; expected {names}")
+    unknown = [k for k in data if k not in names]
     if unknown:
-        raise ValueError(f"instance has unknown field(s) {unknown}; expected {list(required + optional)}")
-    return dict(data)
+        raise ValueError(f"instance has unknown field(s) {unknown}; expected {names}")
+    b, n = _sizes(next(f for f in fields if "N" in f.shape), data, batched)
+    lead = (b,) if batched else ()
+    out = {}
+    for field in fields:
+        shape = tuple(n if d == "N" else d for d in field.shape)
+        value = data[field.name] if field.name in data else np.array(np.broadcast_to(field.default, lead + shape))
+        out[field.name] = _read(field, value, lead, shape, n, device)
+        device = out[field.name].device if device is None else device
+    return out
 
 
-def batch_size_of(data: Mapping[str, Any], batched: bool) -> tuple[int, int]:
-    """(B, N) from the ``locs`` field: (N, 2) for one instance, (B, N, 2) for a batch (its shape is read
-    without copying it: a tensor may be on any device)."""
-    try:
-        shape = np.shape(data["locs"])
-    except ValueError as e:
-        raise ValueError(f"instance field 'locs' is not a numeric array: {e}") from None
-    want = 3 if batched else 2
-    if len(shape) != want or shape[-1] != 2:
-        expected = "(B, N, 2)" if batched else "(N, 2)"
-        raise ValueError(f"instance field 'locs' must have shape {expected}, got {tuple(shape)}")
-    return (shape[0] if batched else 1), shape[-2]
+def _sizes(field: Field, data: Mapping[str, Any], batched: bool) -> tuple[int, int]:
+    """(B, N) from the shape of ``field``'s value (B = 1 unless ``batched``)."""
+    shape = _shape(data[field.name], field.name)
+    symbols = ("B",) * batched + tuple(field.shape)
+    nodes = {s for s, d in zip(shape, symbols) if d == "N"}
+    fixed = all(s == d for s, d in zip(shape, symbols) if isinstance(d, int))
+    if len(shape) != len(symbols) or len(nodes) != 1 or not fixed:
+        expected = "(" + ", ".join(map(str, symbols)) + ("," if len(symbols) == 1 else "") + ")"
+        raise ValueError(f"instance field '{field.name}' must have shape {expected}, got {shape}")
+    return (shape[0] if batched else 1), nodes.pop()
+
+
+def _read(field: Field, value: Any, lead: tuple, shape: tuple, n: int, device: Any) -> Tensor:
+    """One field's value as a (B, *shape) tensor of its kind, checked against its bounds and rules."""
+    name, b = field.name, (lead or (1,))[0]
+    if field.options:
+        out = option_codes(value, name, field.options, lead, b, device).reshape(b, *shape)
+    else:
+        want = lead + shape
+        if shape[-1:] == (1,) and _shape(value, name) == lead + shape[:-1]:
+            want = lead + shape[:-1]  # a last axis of 1 left out
+        out = _numbers(field.kind, value, name, want, device).reshape(b, *shape)
+    low, high = (v(n) if callable(v) else v for v in (field.low, field.high))
+    if field.kind == "int":
+        if ((out != out.round()) | (out < low) | (out > high)).any():
+            raise ValueError(f"instance field '{name}' must be an integer in [{low}, {high}]")
+        out = out.long()
+    elif low is not None or high is not None:
+        check_range(out, name, -math.inf if low is None else low, math.inf if high is None else high)
+    for ok, message in field.rules:
+        if not bool(torch.as_tensor(ok(out, n)).all()):
+            raise ValueError(f"instance field '{name}' {message(out, n) if callable(message) else message}")
+    return out
+
+
+def _numbers(kind: str, value: Any, name: str, shape: tuple, device: Any) -> Tensor:
+    """A field's value of ``shape`` as float32 (``"float"``, ``"int"``; ``"float_or_inf"`` keeping +inf) or
+    bool (``"flag"``) on ``device``."""
+    arr = _tensor(value, name)
+    if kind == "flag":
+        if tuple(arr.shape) != shape:
+            raise ValueError(f"instance field '{name}' must have shape {shape}, got {tuple(arr.shape)}")
+        if arr.dtype != torch.bool and not bool(((arr == 0) | (arr == 1)).all()):
+            raise ValueError(f"instance field '{name}' must be a bool (or 0 / 1)")
+        return arr.to(device=device).bool()
+    inf = torch.isposinf(arr) if kind == "float_or_inf" and arr.is_floating_point() else None
+    out = as_float_tensor(arr if inf is None else arr.masked_fill(inf, 0), name, shape, device)
+    return out if inf is None else out.masked_fill(inf.to(out.device), torch.inf)

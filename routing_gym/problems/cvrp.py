@@ -8,9 +8,9 @@ n = 10/20/50/100 (:data:`CAPACITY`; other n interpolate linearly, constant beyon
 Rules (Kool's ``StateCVRP``): a customer is allowed when unvisited and its demand fits the remaining
 capacity (``used + demand <= 1``, with a 1e-5 slack for float32 sums, so an exactly full vehicle is
 feasible; Kool's code compares ``used + demand > 1`` in float32 without slack, which refuses some exactly
-full routes by rounding: with the reference weights that makes our CVRP-20 greedy cost ~0.5% lower); the depot is not allowed twice in a row while a customer is still allowed (so also not as
-the first action). Visiting the depot refills the vehicle. The episode ends when the last customer is
-served; the return to the depot is added to that step's cost.
+full routes by rounding); the depot is not allowed twice in a row while a customer is still allowed (so
+also not as the first action). Visiting the depot refills the vehicle. The episode ends when the last
+customer is served; the return to the depot is added to that step's cost.
 """
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, node_index, steps_taken, as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
-    interpolate_table, generation_device
-from .masks import any_marked, empty_mask, flags, mark, mask_of
+from .base import ZERO_AT_DEPOT, Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, check_num_nodes, \
+    gather_nodes, generation_device, interpolate_table, locs_field, node_count, node_index, route_step, steps_taken
+from .masks import all_marked, any_marked, empty_mask, flags, mark, mask_of
 
 CAPACITY = {10: 20.0, 20: 30.0, 50: 40.0, 100: 50.0}
 CAPACITY_TOLERANCE = 1e-5  # float32 slack when comparing loads with the capacity 1 (in the mask only)
@@ -30,6 +30,14 @@ CAPACITY_TOLERANCE = 1e-5  # float32 slack when comparing loads with the capacit
 def capacity(num_customers: int) -> float:
     """Vehicle capacity in demand units for n customers (Kool's table, interpolated)."""
     return interpolate_table(CAPACITY, num_customers)
+
+
+def with_depot(allowed: Tensor, current: Tensor) -> Tensor:
+    """The mask of the customers ``allowed`` (B, N) bool (its depot column overwritten) and CVRP's depot rule: the
+    depot unless the vehicle is at it while a customer is allowed (so never first, never twice in a row)."""
+    allowed[:, 0] = False  # customers first, then the depot's rule reads them
+    allowed[:, 0] = (current != 0) | ~any_marked(allowed)
+    return mask_of(allowed)
 
 
 class CVRPInstance(NamedTuple):
@@ -54,6 +62,12 @@ class CVRP(Problem):
     label = "CVRP"
     has_depot = True
     Instance = CVRPInstance
+    fields = (locs_field(node_count(lambda n: n >= 2, "the depot and at least one customer")),
+              Field("demand", ("N",), rules=(  # a fraction of the capacity
+                  ZERO_AT_DEPOT,
+                  # no slack: the observation space bounds demand by 1
+                  (lambda d, n: d[:, 1:] <= 1.0, "exceeds the capacity (1.0) at a customer: infeasible"),
+                  (lambda d, n: d[:, 1:] > 0, "must be > 0 for every customer"))))
     observation = (Obs("locs", ("N", 2), "coordinates in [0, 1], depot first"),
                    Obs("demand", ("N",), "demand / capacity in (0, 1], depot 0"),
                    Obs("remaining_capacity", (1,), "capacity left on the current route, in [0, 1]"),
@@ -107,26 +121,6 @@ class CVRP(Problem):
         return CVRPInstance(locs=locs, demand=demand)
 
     @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> CVRPInstance:
-        """Validated instance(s) from arrays: ``locs`` (N, 2), ``demand`` (N,) as a fraction of the
-        capacity in (0, 1] for customers and 0 at the depot (leading B axis when ``batched``)."""
-        data = instance_fields(data, ("locs", "demand"))
-        b, n = batch_size_of(data, batched)
-        if n < 2:
-            raise ValueError(f"instance field 'locs' must hold the depot and at least one customer, got {n} nodes")
-        lead = (b,) if batched else ()
-        locs = as_float_tensor(data["locs"], "locs", lead + (n, 2), device).reshape(b, n, 2)
-        demand = as_float_tensor(data["demand"], "demand", lead + (n,), device).reshape(b, n)
-        check_range(locs, "locs", 0.0, 1.0)
-        if (demand[:, 0] != 0).any():
-            raise ValueError("instance field 'demand' must be 0 at the depot (node 0)")
-        if (demand[:, 1:] > 1.0).any():  # no slack: the observation space bounds demand by 1
-            raise ValueError("instance field 'demand' exceeds the capacity (1.0) at a customer: infeasible")
-        if (demand[:, 1:] <= 0).any():
-            raise ValueError("instance field 'demand' must be > 0 for every customer")
-        return CVRPInstance(locs=locs, demand=demand)
-
-    @staticmethod
     def reset(instance: CVRPInstance) -> CVRPState:
         locs = instance.locs
         b, n, _ = locs.shape
@@ -146,9 +140,7 @@ class CVRP(Problem):
         allowed = ~flags(visited) & (instance.demand + used[:, None] <= 1.0 + CAPACITY_TOLERANCE)
         if within is not None:
             allowed &= within
-        allowed[:, 0] = False  # customers first, then the depot: not twice in a row while a customer is allowed
-        allowed[:, 0] = (current != 0) | ~any_marked(allowed)
-        return mask_of(allowed)
+        return with_depot(allowed, current)
 
     @staticmethod
     def transition(state: CVRPState, action: Tensor, active: Tensor) -> tuple[CVRPState, Tensor]:
@@ -161,16 +153,11 @@ class CVRP(Problem):
         """The transition without the new mask (``mask`` left as it was): the routes, loads and costs that
         units built on CVRP's routes extend before computing their own mask."""
         inst = state.instance
-        loc = gather_nodes(inst.locs, action)
         visited = mark(state.visited, action)
-        finished = active & (torch.count_nonzero(visited[:, 1:], dim=1) == visited.shape[1] - 1)
+        finished = active & all_marked(visited[:, 1:])
         refill = (action == 0) | finished
         used = torch.where(refill, 0.0, state.used + gather_nodes(inst.demand, action) * active)
-        depot_loc = inst.locs[:, 0]
-        cost = distance(loc, state.current_loc) \
-            + distance(depot_loc, loc) * finished
-        current = torch.where(finished, 0, action)
-        current_loc = torch.where(finished[:, None], depot_loc, loc)
+        cost, current, current_loc = route_step(inst.locs, state.current_loc, action, finished)
         new = CVRPState(instance=inst, current=current, current_loc=current_loc, used=used, visited=visited,
                         num_steps=state.num_steps + active, length=state.length + cost, done=state.done | finished,
                         mask=state.mask)

@@ -39,8 +39,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, as_float_tensor, instance_fields, \
-    node_index, steps_taken
+from .base import Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, whole
 from .cvrp import CAPACITY_TOLERANCE, CVRP, CVRPState
 from .masks import any_marked, flags, mask_of
 
@@ -91,6 +90,9 @@ class CVRPMVC(Problem):
     label = "CVRPMVC"
     has_depot = True
     Instance = CVRPMVCInstance
+    # at most N routes: more than there are customers cannot be used
+    fields = CVRP.fields + (Field("num_vehicles", (), rules=((
+        lambda k, n: whole(k, 1, n), lambda k, n: f"must be a whole number in [1, N = {n}], got {k.tolist()}"),)),)
     observation = CVRP.observation + (
         Obs("vehicles_left", (1,), "routes that may still start after the current one, in [0, N - 1]",
             high=lambda n: n - 1.0),)
@@ -134,24 +136,14 @@ class CVRPMVC(Problem):
         return CVRPMVCInstance(locs=inst.locs, demand=inst.demand, num_vehicles=k)
 
     @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> CVRPMVCInstance:
-        """Validated instance(s): CVRP's ``locs`` (N, 2) and ``demand`` (N,) (see :meth:`CVRP.instance_from`),
-        and ``num_vehicles``, a whole number k with total demand <= k (else no solution exists; 1e-5 slack per
-        vehicle) and k <= N (more routes than customers cannot be used); leading B axis when ``batched``."""
-        data = instance_fields(data, ("locs", "demand", "num_vehicles"))
-        inst = CVRP.instance_from({"locs": data["locs"], "demand": data["demand"]}, batched=batched, device=device)
-        b, n = inst.demand.shape
-        k = as_float_tensor(data["num_vehicles"], "num_vehicles", (b,) if batched else (), device).reshape(b)
-        k = k.to(inst.locs.device)
-        if ((k != k.round()) | (k < 1) | (k > n)).any():
-            raise ValueError(f"instance field 'num_vehicles' must be a whole number in [1, N = {n}], got "
-                             f"{k.tolist()}")
-        short = total_demand(inst) > k.double() + CAPACITY_TOLERANCE * k.double()
+    def check_instance(instance: CVRPMVCInstance) -> None:
+        """The fleet carries the total demand (1e-5 slack per vehicle), else no solution exists."""
+        k = instance.num_vehicles.double()
+        short = total_demand(instance) > k + CAPACITY_TOLERANCE * k
         if short.any():
             i = int(short.nonzero()[0])
             raise ValueError(f"instance field 'num_vehicles' ({int(k[i])}) cannot carry the total demand "
-                             f"{float(total_demand(inst)[i]):.6g} (in capacities) of instance {i}: infeasible")
-        return CVRPMVCInstance(locs=inst.locs, demand=inst.demand, num_vehicles=k)
+                             f"{float(total_demand(instance)[i]):.6g} (in capacities) of instance {i}: infeasible")
 
     @classmethod
     def field_at_bound(cls, data: dict, field: str, node: int, value: float) -> dict | None:

@@ -31,12 +31,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, node_index, steps_taken, as_float_tensor, \
-    distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, generation_device
+from .base import ZERO_AT_DEPOT, Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, check_num_nodes, \
+    distance, gather_nodes, generation_device, node_index, steps_taken
 from .cvrp import CVRP, CVRPState
 from .masks import empty_mask
 
@@ -80,6 +79,11 @@ class CVRPTW(Problem):
     label = "CVRPTW"
     has_depot = True
     Instance = CVRPTWInstance
+    fields = CVRP.fields + (
+        Field("time_windows", ("N", 2), 0.0, MAX_TIME, rules=(
+            (lambda w, n: w[..., 0] <= w[..., 1], "must open no later than it closes (open <= close) at every node"),
+            (lambda w, n: w[:, 0, 0] == 0, "must open at 0 at the depot (each route's clock starts at 0)"))),
+        Field("service_time", ("N",), 0.0, MAX_TIME, rules=(ZERO_AT_DEPOT,)))
     observation = (Obs("locs", ("N", 2), "coordinates in [0, 1], depot first"),
                    Obs("demand", ("N",), "demand / capacity in (0, 1], depot 0"),
                    Obs("time_windows", ("N", 2), f"(open, close) of each node's service start, in [0, {MAX_TIME:g}]; "
@@ -150,37 +154,18 @@ class CVRPTW(Problem):
                               service_time=torch.zeros(batch_size, n + 1, device=dev))
 
     @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> CVRPTWInstance:
-        """Validated instance(s) from arrays: ``locs`` (N, 2), ``demand`` (N,) as a fraction of the capacity
-        in (0, 1] for customers and 0 at the depot, ``time_windows`` (N, 2) and ``service_time`` (N,) in
-        [0, :data:`MAX_TIME`], the depot's window opening at 0 and its service time 0 (leading B axis when
-        ``batched``). Every window must open no later than it closes, and every customer must be servable
-        alone from the depot and back in time (the mask's own rule)."""
-        data = instance_fields(data, ("locs", "demand", "time_windows", "service_time"))
-        b, n = batch_size_of(data, batched)
-        locs, demand = CVRP.instance_from({"locs": data["locs"], "demand": data["demand"]}, batched=batched,
-                                          device=device)  # CVRP's fields, validated by CVRP
-        lead = (b,) if batched else ()
-        windows = as_float_tensor(data["time_windows"], "time_windows", lead + (n, 2), device).reshape(b, n, 2)
-        service = as_float_tensor(data["service_time"], "service_time", lead + (n,), device).reshape(b, n)
-        check_range(windows, "time_windows", 0.0, MAX_TIME)
-        check_range(service, "service_time", 0.0, MAX_TIME)
-        if (windows[..., 0] > windows[..., 1]).any():
-            raise ValueError("instance field 'time_windows' must open no later than it closes (open <= close) "
-                             "at every node")
-        if (windows[:, 0, 0] != 0).any():
-            raise ValueError("instance field 'time_windows' must open at 0 at the depot (each route's clock starts at 0)")
-        if (service[:, 0] != 0).any():
-            raise ValueError("instance field 'service_time' must be 0 at the depot (node 0)")
-        inst = CVRPTWInstance(locs=locs, demand=demand, time_windows=windows, service_time=service)
-        alone = _in_time(inst, distance(locs, locs[:, :1]), torch.zeros(b, device=locs.device), locs[:, 0])
+    def check_instance(instance: CVRPTWInstance) -> None:
+        """Every customer can be served alone from the depot and back in time (the mask's own rule)."""
+        locs = instance.locs
+        b = locs.shape[0]
+        alone = _in_time(instance, distance(locs, locs[:, :1]), torch.zeros(b, device=locs.device), locs[:, 0])
         late = (~alone[:, 1:]).nonzero()
         if len(late):
             i, j = (int(v) for v in late[0])
-            raise ValueError(f"instance field 'time_windows' makes customer {j + 1}{f' of instance {i}' if batched else ''} "
+            which = f" of instance {i}" if b > 1 else ""
+            raise ValueError(f"instance field 'time_windows' makes customer {j + 1}{which} "
                              "unservable: from the depot it is reached after its window closes, or its service ends "
                              "too late to return before the depot's window closes (time_windows, service_time, locs)")
-        return inst
 
     @classmethod
     def field_at_bound(cls, data: dict, field: str, node: int, value: float) -> dict | None:

@@ -55,7 +55,12 @@ def is_marked(mask: Tensor, index: Tensor) -> Tensor:
     return flags(mask.gather(1, index[:, None]).squeeze(1))
 
 
+def all_marked(mask: Tensor) -> Tensor:
+    """(B,) bool: is every node of row b of a (B, N) mask set? (counted, as :func:`any_marked`)"""
+    return torch.count_nonzero(mask, dim=1) == mask.shape[1]
+
+
 def any_marked(condition: Tensor) -> Tensor:
-    """(B,) bool: does row b of a (B, N) mask or bool condition hold a set node? (``Tensor.any(dim=1)`` on
-    bools is several times slower on CPU than counting.)"""
+    """(B,) bool: does row b of a (B, N) mask or bool condition hold a set node? (Counted: on the CPU,
+    ``Tensor.any(dim=1)`` on bools is slower.)"""
     return torch.count_nonzero(condition, dim=1) > 0

@@ -44,9 +44,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, Variant, as_float_tensor, batch_size_of, \
-    check_range, distance, gather_nodes, generation_device, instance_fields, node_index, option_codes, steps_taken
-from .masks import any_marked, empty_mask, flags, mark, mask_of
+from .base import Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, Variant, distance, gather_nodes, \
+    generation_device, locs_field, node_count, node_index, steps_taken, whole
+from .masks import all_marked, any_marked, empty_mask, flags, mark, mask_of
 from .mtsp import route_bound
 from .pdp import PDP, pairs
 
@@ -54,7 +54,6 @@ NUM_DEPOTS = 5  # RL4CO's MDCPDPGenerator num_agents: depots, one vehicle each
 CAPACITY = 3.0  # RL4CO's min_capacity = max_capacity
 REWARD_MODES = ("lateness", "minsum", "minmax")  # codes 0, 1, 2
 PROBLEM_MODES = ("close", "open")  # codes 0, 1
-CODED = {"reward_mode": REWARD_MODES, "problem_mode": PROBLEM_MODES}
 
 
 def most_routes(n_total: int) -> int:
@@ -96,6 +95,14 @@ class MDCPDP(Problem):
     min_num_nodes = 2
     num_nodes_multiple = 2  # pickup-delivery pairs
     Instance = MDCPDPInstance
+    fields = (locs_field(node_count(lambda n: n - NUM_DEPOTS >= 2 and (n - NUM_DEPOTS) % 2 == 0,
+                                    f"the {NUM_DEPOTS} depots and an even number (>= 2) of pickup and delivery nodes")),
+              Field("capacity", (NUM_DEPOTS,), rules=((
+                  lambda c, n: whole(c, 1, n),
+                  lambda c, n: f"must hold whole numbers in [1, N = {n}], got {c.tolist()}"),)),
+              Field("lateness_weight", (1,), 0.0, 1.0),
+              Field("reward_mode", (1,), options=REWARD_MODES, default=REWARD_MODES[0]),
+              Field("problem_mode", (1,), options=PROBLEM_MODES, default=PROBLEM_MODES[0]))
     variants = {"reward_mode": Variant(default="lateness", choices=REWARD_MODES,
                                        doc='``"lateness"`` (default: ``(1 - w)`` length + ``w`` arrival times at the '
                                            'deliveries), ``"minsum"`` or ``"minmax"``: RL4CO\'s ``reward_mode``'),
@@ -194,32 +201,6 @@ class MDCPDP(Problem):
             (batch_size, NUM_DEPOTS), CAPACITY, device=dev), lateness_weight=one,
             reward_mode=one * REWARD_MODES.index(reward_mode), problem_mode=one * PROBLEM_MODES.index(problem_mode))
 
-    @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> MDCPDPInstance:
-        """Validated instance(s): ``locs`` (N, 2) in [0, 1] (5 depots, the n/2 pickups, then their deliveries in
-        the same order; N - 5 even, >= 2), ``capacity`` (5,) whole numbers in [1, N], ``lateness_weight`` in
-        [0, 1]; optional ``reward_mode`` (default ``"lateness"``) and ``problem_mode`` (default ``"close"``),
-        names or codes; leading B axis when ``batched``."""
-        data = instance_fields(data, ("locs", "capacity", "lateness_weight"), ("reward_mode", "problem_mode"))
-        b, n = batch_size_of(data, batched)
-        if n - NUM_DEPOTS < 2 or (n - NUM_DEPOTS) % 2:
-            raise ValueError(f"instance field 'locs' must hold the {NUM_DEPOTS} depots and an even number (>= 2) of "
-                             f"pickup and delivery nodes, got {n} nodes")
-        lead = (b,) if batched else ()
-        locs = as_float_tensor(data["locs"], "locs", lead + (n, 2), device).reshape(b, n, 2)
-        check_range(locs, "locs", 0.0, 1.0)
-        dev = locs.device
-        capacity = as_float_tensor(data["capacity"], "capacity", lead + (NUM_DEPOTS,), device).reshape(b, -1).to(dev)
-        if ((capacity != capacity.round()) | (capacity < 1) | (capacity > n)).any():
-            raise ValueError(f"instance field 'capacity' must hold whole numbers in [1, N = {n}], got "
-                             f"{capacity.tolist()}")
-        w = data["lateness_weight"]
-        w = as_float_tensor(w, "lateness_weight", lead + (1,) if tuple(np.shape(w)) == lead + (1,) else lead, device)
-        w = w.reshape(b, 1).to(dev)
-        check_range(w, "lateness_weight", 0.0, 1.0)
-        modes = {k: option_codes(data.get(k, CODED[k][0]), k, CODED[k], lead, b, dev) for k in CODED}
-        return MDCPDPInstance(locs=locs, capacity=capacity, lateness_weight=w, **modes)
-
     @classmethod
     def field_at_bound(cls, data: dict, field: str, node: int, value: float) -> dict | None:
         """As :meth:`Problem.field_at_bound`; the fields other than ``locs`` are per instance or per depot (the
@@ -235,12 +216,12 @@ class MDCPDP(Problem):
         locs = instance.locs
         b, n, _ = locs.shape
         dev = locs.device
-        role, partner = pairs(n, NUM_DEPOTS, dev)
+        role, partner_locs = pairs(locs, NUM_DEPOTS)
         zeros = torch.zeros(b, dtype=torch.long, device=dev)
         nothing = torch.zeros(b, device=dev)
         off = torch.zeros(b, dtype=torch.bool, device=dev)
         visited = empty_mask(b, n, dev)
-        return MDCPDPState(instance=instance, role=role.repeat(b, 1), partner_locs=locs[:, partner], current=zeros,
+        return MDCPDPState(instance=instance, role=role, partner_locs=partner_locs, current=zeros,
                            current_depot=zeros, current_loc=locs[:, 0], on_road=off, carried=zeros, visited=visited,
                            num_steps=zeros, route_length=nothing, longest=nothing, length=nothing, lateness=nothing,
                            done=off, mask=MDCPDP._mask(instance, visited, zeros, zeros, off, zeros))
@@ -273,7 +254,7 @@ class MDCPDP(Problem):
         back = active & is_depot & state.on_road
         opened = inst.problem_mode[:, 0] == 1
         visited = mark(state.visited, action)
-        finished = active & (torch.count_nonzero(visited[:, NUM_DEPOTS:], dim=1) == visited.shape[1] - NUM_DEPOTS)
+        finished = active & all_marked(visited[:, NUM_DEPOTS:])
         depot = torch.where(start, action, state.current_depot)
         depot_loc = gather_nodes(locs, depot)
         edge = distance(loc, state.current_loc) * ~start * ~(back & opened)  # depot to depot free; open: no return

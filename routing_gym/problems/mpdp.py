@@ -39,11 +39,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, Variant, as_float_tensor, batch_size_of, \
-    check_range, gather_nodes, generation_device, instance_fields, node_index, option_codes, steps_taken
+from .base import Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, Variant, gather_nodes, \
+    generation_device, locs_field, node_index, steps_taken, whole
 from .masks import empty_mask, flags, mask_of
-from .mtsp import route_bound, take_leg
-from .pdp import PDP, pairs
+from .mtsp import LONGEST_ROUTE, route_bound, take_leg
+from .pdp import PAIR_COUNT, PDP, pairs
 
 OBJECTIVES = ("minmax", "minsum")  # codes 0 and 1 in the instance's objective
 MIN_NUM_AGENTS, MAX_NUM_AGENTS = 2, 10  # RL4CO's MPDPGenerator defaults
@@ -84,19 +84,21 @@ class MPDP(Problem):
     min_num_nodes = 2
     num_nodes_multiple = 2  # pickup-delivery pairs
     Instance = MPDPInstance
+    fields = (locs_field(PAIR_COUNT),  # the depot, the n/2 pickups, then their deliveries in the same order
+              Field("num_agents", (), rules=((
+                  lambda m, n: whole(m, 1, max_agents(n)),
+                  lambda m, n: f"must be a whole number in [1, n/2 = {max_agents(n)}] (each vehicle that leaves "
+                               f"serves a pair), got {m.tolist()}"),)),
+              Field("objective", (1,), options=OBJECTIVES))
     variants = {"objective": Variant(default="minmax", choices=OBJECTIVES,
                                      doc='``"minmax"`` (default: the longest route) or ``"minsum"`` (all routes): '
                                          "the cost, RL4CO's ``objective``")}
-    observation = (Obs("locs", ("N", 2), "coordinates in [0, 1]: depot, n/2 pickups, their n/2 deliveries"),
-                   Obs("role", ("N",), "1 for a pickup, -1 for a delivery, 0 for the depot", low=-1.0),
-                   Obs("partner_locs", ("N", 2), "coordinates of the node's partner (a pickup's delivery, a "
-                       "delivery's pickup; the depot's own), in [0, 1]"),
+    observation = (*PDP.observation[:3],  # locs, role, partner_locs
                    Obs("agents_left", (1,), "vehicles that may still leave after the current one, in [0, n/2 - 1] "
                        "(the bound is 1 when n = 2)", high=lambda n: max(max_agents(n) - 1.0, 1.0)),
                    Obs("current_length", (1,), "length of the current vehicle's route so far, in [0, sqrt(2) N]",
                        high=route_bound),
-                   Obs("max_subtour_length", (1,), "longest route so far (the current one at its length so far), "
-                       "in [0, sqrt(2) N]", high=route_bound),
+                   LONGEST_ROUTE,
                    Obs("objective", (1,), '0: the cost is the longest route (``objective="minmax"``), 1: all routes '
                        '(``"minsum"``)'),
                    node_index("current_node", "where the vehicle is (0 = depot)"),
@@ -158,28 +160,6 @@ class MPDP(Problem):
         code = torch.full((batch_size, 1), float(OBJECTIVES.index(objective)), device=dev)
         return MPDPInstance(locs=locs, num_agents=agents, objective=code)
 
-    @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> MPDPInstance:
-        """Validated instance(s): ``locs`` (N, 2) in [0, 1] (the depot, the n/2 pickups, then their deliveries in
-        the same order), ``num_agents`` a whole number in [1, n/2], ``objective`` ``"minmax"`` or ``"minsum"``
-        (or its code 0 / 1); leading B axis when ``batched`` (``objective`` may then be one name for all, or
-        (B, 1) codes as the ``Instance`` holds them)."""
-        data = instance_fields(data, ("locs", "num_agents", "objective"))
-        b, n = batch_size_of(data, batched)
-        if n < 3 or (n - 1) % 2:
-            raise ValueError(f"instance field 'locs' must hold the depot and an even number (>= 2) of pickup and "
-                             f"delivery nodes, got {n} nodes")
-        lead = (b,) if batched else ()
-        locs = as_float_tensor(data["locs"], "locs", lead + (n, 2), device).reshape(b, n, 2)
-        check_range(locs, "locs", 0.0, 1.0)
-        dev = locs.device
-        agents = as_float_tensor(data["num_agents"], "num_agents", lead, device).reshape(b).to(dev)
-        if ((agents != agents.round()) | (agents < 1) | (agents > max_agents(n))).any():
-            raise ValueError(f"instance field 'num_agents' must be a whole number in [1, n/2 = {max_agents(n)}] "
-                             f"(each vehicle that leaves serves a pair), got {agents.tolist()}")
-        code = option_codes(data["objective"], "objective", OBJECTIVES, lead, b, dev)
-        return MPDPInstance(locs=locs, num_agents=agents, objective=code)
-
     @classmethod
     def field_at_bound(cls, data: dict, field: str, node: int, value: float) -> dict | None:
         """As :meth:`Problem.field_at_bound`; ``objective`` is one value per instance (``node`` is ignored)."""
@@ -199,11 +179,11 @@ class MPDP(Problem):
         locs = instance.locs
         b, n, _ = locs.shape
         dev = locs.device
-        role, partner = pairs(n, device=dev)
+        role, partner_locs = pairs(locs)
         zeros = torch.zeros(b, dtype=torch.long, device=dev)
         nothing = torch.zeros(b, device=dev)
         visited = empty_mask(b, n, dev)
-        return MPDPState(instance=instance, role=role.repeat(b, 1), partner_locs=locs[:, partner], current=zeros,
+        return MPDPState(instance=instance, role=role, partner_locs=partner_locs, current=zeros,
                          current_loc=locs[:, 0], agent=zeros, carried=zeros, visited=visited, num_steps=zeros,
                          route_length=nothing, longest=nothing, length=nothing,
                          done=torch.zeros(b, dtype=torch.bool, device=dev),

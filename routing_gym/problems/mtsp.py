@@ -30,9 +30,9 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, Variant, as_float_tensor, batch_size_of, \
-    check_range, distance, gather_nodes, generation_device, instance_fields, node_index, option_codes, steps_taken
-from .masks import empty_mask, flags, mark, mask_of
+from .base import Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, Variant, generation_device, \
+    locs_field, node_count, node_index, route_step, steps_taken, whole
+from .masks import all_marked, empty_mask, flags, mark, mask_of
 
 COST_TYPES = ("minmax", "sum")  # codes 0 and 1 in the instance's cost_type
 NUM_AGENTS = 5  # RL4CO's MTSPGenerator default (min_num_agents = max_num_agents = 5)
@@ -42,6 +42,11 @@ def route_bound(n_total: int) -> float:
     """No route through N nodes of the unit square is longer than ``sqrt(2) N``: the bound of the length
     observations."""
     return math.sqrt(2.0) * n_total
+
+
+# the observation of the cost so far under "minmax" (mTSP's and MPDP's)
+LONGEST_ROUTE = Obs("max_subtour_length", (1,), "longest route so far (the current one at its length so far), in "
+                    "[0, sqrt(2) N]", high=route_bound)
 
 
 class MTSPInstance(NamedTuple):
@@ -67,7 +72,6 @@ class MTSPState(NamedTuple):
 class Leg(NamedTuple):
     """One step of vehicles that take their routes in turn from the depot (node 0): what mTSP and MPDP share."""
 
-    loc: Tensor  # (B, 2) float32 where the action leads
     visited: Tensor  # (B, N) uint8 mask with the action's node set
     finished: Tensor  # (B,) bool the step serves the last customer (the return is added)
     travel: Tensor  # (B,) float32 the step's edge (and the return, when finished)
@@ -82,17 +86,13 @@ def take_leg(state, action: Tensor, active: Tensor) -> Leg:
     """The leg of ``action`` (B,) from ``state`` (any state with ``instance.locs``, ``visited``, ``current_loc``,
     ``route_length``, ``longest`` and ``agent``): choosing the depot closes a route and hands over to the next
     vehicle; serving the last customer adds the return and ends the episode."""
-    locs = state.instance.locs
-    loc = gather_nodes(locs, action)
     visited = mark(state.visited, action)
-    finished = active & (torch.count_nonzero(visited[:, 1:], dim=1) == visited.shape[1] - 1)
-    depot_loc = locs[:, 0]
-    travel = distance(loc, state.current_loc) + distance(depot_loc, loc) * finished
+    finished = active & all_marked(visited[:, 1:])
+    travel, current, current_loc = route_step(state.instance.locs, state.current_loc, action, finished)
     route = state.route_length + travel  # with the return when this step closes the route
     closed = active & (action == 0)
-    return Leg(loc=loc, visited=visited, finished=finished, travel=travel, longest=torch.maximum(state.longest, route),
-               agent=state.agent + closed, current=torch.where(finished, 0, action),
-               current_loc=torch.where(finished[:, None], depot_loc, loc),
+    return Leg(visited=visited, finished=finished, travel=travel, longest=torch.maximum(state.longest, route),
+               agent=state.agent + closed, current=current, current_loc=current_loc,
                route_length=torch.where(closed | finished, 0.0, route))
 
 
@@ -101,6 +101,12 @@ class MTSP(Problem):
     label = "MTSP"
     has_depot = True
     Instance = MTSPInstance
+    fields = (locs_field(node_count(lambda n: n >= 2, "the depot and at least one customer")),
+              Field("num_agents", (), rules=((
+                  lambda m, n: whole(m, 1, n - 1),
+                  lambda m, n: f"must be a whole number in [1, n = {n - 1}] (each salesman who starts visits a "
+                               f"customer), got {m.tolist()}"),)),
+              Field("cost_type", (), options=COST_TYPES))
     variants = {"cost_type": Variant(default="minmax", choices=COST_TYPES,
                                      doc='``"minmax"`` (default: the longest route) or ``"sum"`` (all routes): the '
                                          "cost, RL4CO's ``cost_type``")}
@@ -109,8 +115,7 @@ class MTSP(Problem):
                        "(the bound is 1 when N = 2)", high=lambda n: max(n - 2.0, 1.0)),
                    Obs("current_length", (1,), "length of the current salesman's route so far, in [0, sqrt(2) N]",
                        high=route_bound),
-                   Obs("max_subtour_length", (1,), "longest route so far (the current one at its length so far), "
-                       "in [0, sqrt(2) N]", high=route_bound),
+                   LONGEST_ROUTE,
                    Obs("objective", (1,), '0: the cost is the longest route (``cost_type="minmax"``), 1: all routes '
                        '(``"sum"``)'),
                    node_index("current_node", "where the salesman is (0 = depot)"),
@@ -155,26 +160,6 @@ class MTSP(Problem):
         locs = torch.rand(batch_size, n + 1, 2, generator=generator, device=dev)
         agents = torch.full((batch_size,), float(min(num_agents, n)), device=dev)
         code = torch.full((batch_size,), float(COST_TYPES.index(cost_type)), device=dev)
-        return MTSPInstance(locs=locs, num_agents=agents, cost_type=code)
-
-    @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> MTSPInstance:
-        """Validated instance(s): ``locs`` (N, 2) in [0, 1] with the depot first, ``num_agents`` a whole number
-        in [1, n], ``cost_type`` ``"minmax"`` or ``"sum"`` (or its code 0 / 1); leading B axis when ``batched``
-        (``cost_type`` may then be one name for all)."""
-        data = instance_fields(data, ("locs", "num_agents", "cost_type"))
-        b, n = batch_size_of(data, batched)
-        if n < 2:
-            raise ValueError(f"instance field 'locs' must hold the depot and at least one customer, got {n} nodes")
-        lead = (b,) if batched else ()
-        locs = as_float_tensor(data["locs"], "locs", lead + (n, 2), device).reshape(b, n, 2)
-        check_range(locs, "locs", 0.0, 1.0)
-        dev = locs.device
-        agents = as_float_tensor(data["num_agents"], "num_agents", lead, device).reshape(b).to(dev)
-        if ((agents != agents.round()) | (agents < 1) | (agents > n - 1)).any():
-            raise ValueError(f"instance field 'num_agents' must be a whole number in [1, n = {n - 1}] (each salesman "
-                             f"who starts visits a customer), got {agents.tolist()}")
-        code = option_codes(data["cost_type"], "cost_type", COST_TYPES, lead, b, dev).reshape(b)
         return MTSPInstance(locs=locs, num_agents=agents, cost_type=code)
 
     @classmethod

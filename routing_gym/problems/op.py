@@ -24,8 +24,9 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, node_index, steps_taken, Variant, as_float_tensor, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
-    interpolate_table, generation_device, distance
+from .base import ZERO_AT_DEPOT, Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, Variant, \
+    check_num_nodes, distance, gather_nodes, generation_device, interpolate_table, locs_field, node_count, node_index, \
+    steps_taken
 from .masks import empty_mask, flags, mark, mask_of
 
 MAX_LENGTH = {20: 2.0, 50: 3.0, 100: 4.0}
@@ -68,6 +69,11 @@ class OP(Problem):
     label = "OP"
     has_depot = True
     Instance = OPInstance
+    fields = (locs_field(node_count(lambda n: n >= 2, "the depot and at least one node")),
+              Field("prize", ("N",), 0.0, 1.0, rules=(ZERO_AT_DEPOT,)),
+              Field("max_length", (), rules=((lambda v, n: (v > 0) & (v <= max_length_bound(n)),
+                                               lambda v, n: f"must lie in (0, {max_length_bound(n):.4g}], "
+                                                            f"got {v.tolist()[:4]}"),)))
     variants = {"prize_type": Variant(default="dist", choices=PRIZE_TYPES,
                                       doc="``\"const\"``, ``\"unif\"`` or ``\"dist\"`` (default): the prize distribution")}
     observation = (Obs("locs", ("N", 2), "coordinates in [0, 1], depot first"),
@@ -122,27 +128,6 @@ class OP(Problem):
             prize = (1 + (d / d.max(dim=1, keepdim=True).values * 99).int()) / 100.0
         prize = torch.cat([torch.zeros(batch_size, 1, device=dev), prize.float()], dim=1)
         length = torch.full((batch_size,), max_length(n), device=dev)
-        return OPInstance(locs=locs, prize=prize, max_length=length)
-
-    @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> OPInstance:
-        """Validated instance(s): ``locs`` (N, 2), ``prize`` (N,) in [0, 1] with 0 at the depot,
-        ``max_length`` scalar in (0, sqrt(2) N] (leading B axis on each when ``batched``)."""
-        data = instance_fields(data, ("locs", "prize", "max_length"))
-        b, n = batch_size_of(data, batched)
-        if n < 2:
-            raise ValueError(f"instance field 'locs' must hold the depot and at least one node, got {n} nodes")
-        lead = (b,) if batched else ()
-        locs = as_float_tensor(data["locs"], "locs", lead + (n, 2), device).reshape(b, n, 2)
-        prize = as_float_tensor(data["prize"], "prize", lead + (n,), device).reshape(b, n)
-        length = as_float_tensor(data["max_length"], "max_length", lead, device).reshape(b)
-        check_range(locs, "locs", 0.0, 1.0)
-        check_range(prize, "prize", 0.0, 1.0)
-        if (prize[:, 0] != 0).any():
-            raise ValueError("instance field 'prize' must be 0 at the depot (node 0)")
-        if (length <= 0).any() or (length > max_length_bound(n)).any():
-            raise ValueError(f"instance field 'max_length' must lie in (0, {max_length_bound(n):.4g}], "
-                             f"got {length.tolist()[:4]}")
         return OPInstance(locs=locs, prize=prize, max_length=length)
 
     @classmethod

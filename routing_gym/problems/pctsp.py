@@ -19,8 +19,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, node_index, steps_taken, as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
-    interpolate_table, generation_device
+from .base import ZERO_AT_DEPOT, Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, check_num_nodes, \
+    distance, gather_nodes, generation_device, interpolate_table, locs_field, node_count, node_index, steps_taken
 from .masks import any_marked, empty_mask, flags, mark, mask_of
 
 PENALTY_SCALE = {20: 2.0, 50: 3.0, 100: 4.0}  # K in Kool's U(0, 3K/n) penalties
@@ -66,6 +66,9 @@ class PCTSP(Problem):
     label = "PCTSP"
     has_depot = True
     Instance = PCTSPInstance
+    fields = (locs_field(node_count(lambda n: n >= 2, "the depot and at least one node")),
+              Field("prize", ("N",), 0.0, prize_bound, rules=(ZERO_AT_DEPOT,)),
+              Field("penalty", ("N",), 0.0, penalty_bound, rules=(ZERO_AT_DEPOT,)))
     observation = (Obs("locs", ("N", 2), "coordinates in [0, 1], depot first"),
                    Obs("prize", ("N",), "prize in [0, max(1, 4/n)], depot 0", high=prize_bound),
                    Obs("penalty", ("N",), "penalty in [0, max(sqrt(2) N, 6/n)] if left unvisited, depot 0",
@@ -116,26 +119,6 @@ class PCTSP(Problem):
         prize = torch.rand(batch_size, n, generator=generator, device=dev) * (4.0 / n)
         zero = torch.zeros(batch_size, 1, device=dev)
         return PCTSPInstance(locs=locs, prize=torch.cat([zero, prize], 1), penalty=torch.cat([zero, penalty], 1))
-
-    @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> PCTSPInstance:
-        """Validated instance(s): ``locs`` (N, 2), ``prize`` (N,) in [0, max(1, 4/n)] and ``penalty`` (N,) in
-        [0, max(sqrt(2) N, 6/n)] (:func:`penalty_bound`), both 0 at the depot (leading B axis when ``batched``)."""
-        data = instance_fields(data, ("locs", "prize", "penalty"))
-        b, n = batch_size_of(data, batched)
-        if n < 2:
-            raise ValueError(f"instance field 'locs' must hold the depot and at least one node, got {n} nodes")
-        lead = (b,) if batched else ()
-        locs = as_float_tensor(data["locs"], "locs", lead + (n, 2), device).reshape(b, n, 2)
-        prize = as_float_tensor(data["prize"], "prize", lead + (n,), device).reshape(b, n)
-        penalty = as_float_tensor(data["penalty"], "penalty", lead + (n,), device).reshape(b, n)
-        check_range(locs, "locs", 0.0, 1.0)
-        check_range(prize, "prize", 0.0, prize_bound(n))
-        check_range(penalty, "penalty", 0.0, penalty_bound(n))
-        for name, field in (("prize", prize), ("penalty", penalty)):
-            if (field[:, 0] != 0).any():
-                raise ValueError(f"instance field '{name}' must be 0 at the depot (node 0)")
-        return PCTSPInstance(locs=locs, prize=prize, penalty=penalty)
 
     @staticmethod
     def reset(instance: PCTSPInstance) -> PCTSPState:

@@ -20,8 +20,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, node_index, steps_taken, as_float_tensor, \
-    distance, batch_size_of, check_range, gather_nodes, instance_fields, generation_device
+from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, generation_device, locs_field, node_count, \
+    node_index, route_step, steps_taken
 from .masks import empty_mask, flags, mark, mask_of
 
 
@@ -42,16 +42,22 @@ class PDPState(NamedTuple):
     mask: Tensor  # (B, N) uint8 mask, 1 = allowed
 
 
-def pairs(n_total: int, num_depots: int = 1, device: Any = None) -> tuple[Tensor, Tensor]:
-    """``(role, partner)``, each (N,), for ``num_depots`` depots followed by n/2 pickups and their n/2 deliveries in
-    the same order: role 0 for a depot, 1 for a pickup, -1 for a delivery (float32); partner (int64) pickup i <->
-    delivery i + n/2, a depot its own."""
+def pairs(locs: Tensor, num_depots: int = 1) -> tuple[Tensor, Tensor]:
+    """``(role (B, N) float32, partner_locs (B, N, 2))`` of ``locs`` (B, N, 2) holding ``num_depots`` depots, then
+    n/2 pickups and their n/2 deliveries in the same order: role 0 for a depot, 1 for a pickup, -1 for a
+    delivery; the partner of pickup i is delivery i + n/2 and back, a depot's is itself."""
+    b, n_total, _ = locs.shape
     half = (n_total - num_depots) // 2
-    nodes = torch.arange(n_total, device=device)
+    nodes = torch.arange(n_total, device=locs.device)
     depot = nodes < num_depots
     role = torch.where(depot, 0.0, torch.where(nodes < num_depots + half, 1.0, -1.0))
     partner = torch.where(depot, nodes, (nodes - num_depots + half) % (2 * half) + num_depots)
-    return role, partner
+    return role.repeat(b, 1), locs[:, partner]
+
+
+# the node count of a depot and pickup-delivery pairs (PDP, MPDP)
+PAIR_COUNT = node_count(lambda n: n >= 3 and (n - 1) % 2 == 0,
+                        "the depot and an even number (>= 2) of pickup and delivery nodes")
 
 
 class PDP(Problem):
@@ -61,6 +67,7 @@ class PDP(Problem):
     min_num_nodes = 2
     num_nodes_multiple = 2  # pickup-delivery pairs
     Instance = PDPInstance
+    fields = (locs_field(PAIR_COUNT),)  # the depot, the n/2 pickups, then their deliveries in the same order
     observation = (Obs("locs", ("N", 2), "coordinates in [0, 1]: depot, n/2 pickups, their n/2 deliveries"),
                    Obs("role", ("N",), "1 for a pickup, -1 for a delivery, 0 for the depot", low=-1.0),
                    Obs("partner_locs", ("N", 2), "coordinates of the node's partner (a pickup's delivery, a "
@@ -110,27 +117,14 @@ class PDP(Problem):
         return PDPInstance(locs=torch.rand(batch_size, n + 1, 2, generator=generator, device=dev))
 
     @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> PDPInstance:
-        """Validated instance(s) from arrays: ``locs`` (N, 2) in [0, 1], the depot first, then the n/2
-        pickups, then their deliveries in the same order (leading B axis when ``batched``)."""
-        data = instance_fields(data, ("locs",))
-        b, n = batch_size_of(data, batched)
-        if n < 3 or (n - 1) % 2:
-            raise ValueError(f"instance field 'locs' must hold the depot and an even number (>= 2) of pickup and "
-                             f"delivery nodes, got {n} nodes")
-        locs = as_float_tensor(data["locs"], "locs", ((b,) if batched else ()) + (n, 2), device).reshape(b, n, 2)
-        check_range(locs, "locs", 0.0, 1.0)
-        return PDPInstance(locs=locs)
-
-    @staticmethod
     def reset(instance: PDPInstance) -> PDPState:
         locs = instance.locs
         b, n, _ = locs.shape
         dev = locs.device
-        role, partner = pairs(n, device=dev)
+        role, partner_locs = pairs(locs)
         zeros = torch.zeros(b, dtype=torch.long, device=dev)
         visited = empty_mask(b, n, dev)
-        return PDPState(instance=instance, role=role.repeat(b, 1), partner_locs=locs[:, partner], current=zeros,
+        return PDPState(instance=instance, role=role, partner_locs=partner_locs, current=zeros,
                         current_loc=locs[:, 0], visited=visited, num_steps=zeros, length=torch.zeros(b, device=dev),
                         done=torch.zeros(b, dtype=torch.bool, device=dev), mask=PDP._mask(visited))
 
@@ -147,13 +141,11 @@ class PDP(Problem):
     def transition(state: PDPState, action: Tensor, active: Tensor) -> tuple[PDPState, Tensor]:
         """Inactive sub-envs arrive with ``action == current`` (see ``base.step``)."""
         locs = state.instance.locs
-        loc = gather_nodes(locs, action)
         visited = mark(state.visited, action)
         taken = state.num_steps + active
         finished = active & (taken == locs.shape[1] - 1)
-        cost = distance(loc, state.current_loc) + distance(loc, locs[:, 0]) * finished
-        new = state._replace(current=torch.where(finished, 0, action),
-                             current_loc=torch.where(finished[:, None], locs[:, 0], loc), visited=visited, num_steps=taken,
+        cost, current, current_loc = route_step(locs, state.current_loc, action, finished)
+        new = state._replace(current=current, current_loc=current_loc, visited=visited, num_steps=taken,
                              length=state.length + cost, done=state.done | finished, mask=PDP._mask(visited))
         return new, cost
 

@@ -39,9 +39,9 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, node_index, steps_taken, distance, gather_nodes
+from .base import Drawing, EnvDoc, LegendEntry, Obs, Problem, gather_nodes, node_index, route_step, steps_taken
 from .masks import any_marked, mask_of
-from .cvrp import CAPACITY_TOLERANCE, CVRP
+from .cvrp import CAPACITY_TOLERANCE, CVRP, with_depot
 
 
 def max_steps(num_customers: int) -> int:
@@ -74,6 +74,7 @@ class SDVRP(Problem):
     label = "SDVRP"
     has_depot = True
     Instance = SDVRPInstance
+    fields = CVRP.fields
     # Kool's AM for SDVRP re-projects the remaining demand at every step (``project_node_step``)
     observation = (Obs("locs", ("N", 2), "coordinates in [0, 1], depot first"),
                    Obs("demand", ("N",), "demand not yet delivered / capacity, in [0, 1], depot 0"),
@@ -81,8 +82,7 @@ class SDVRP(Problem):
                    node_index("current_node", "where the vehicle is (0 = depot)"),
                    steps_taken(lambda n: float(max_steps(n - 1)), "4n - 1"))
     dynamic_fields = ("demand",)  # what is still to deliver
-    policy = PolicyInputs(node_features=("demand",), context_nodes=("current_node",),
-                          context_scalars=("remaining_capacity",))
+    policy = CVRP.policy
     drawing = Drawing(legend=(LegendEntry("depot", "depot"), LegendEntry("routes", "one colour per route"),
                               LegendEntry("size", "demand left"), LegendEntry("split", "split delivery")),
                       paths="trips",
@@ -118,13 +118,6 @@ class SDVRP(Problem):
         return SDVRPInstance(locs=inst.locs, demand=inst.demand)
 
     @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> SDVRPInstance:
-        """Validated instance(s) as CVRP's: ``locs`` (N, 2), ``demand`` (N,) as a fraction of the capacity
-        in (0, 1] for customers and 0 at the depot (leading B axis when ``batched``)."""
-        inst = CVRP.instance_from(data, batched=batched, device=device)
-        return SDVRPInstance(locs=inst.locs, demand=inst.demand)
-
-    @staticmethod
     def reset(instance: SDVRPInstance) -> SDVRPState:
         locs = instance.locs
         b = locs.shape[0]
@@ -139,26 +132,19 @@ class SDVRP(Problem):
 
     @staticmethod
     def _mask(remaining: Tensor, current: Tensor, used: Tensor) -> Tensor:
-        allowed = (remaining > 0) & (used < 1.0)[:, None]  # remaining is never negative: > 0 is Kool's != 0
-        allowed[:, 0] = False  # customers first, then the depot: not twice in a row while a customer is allowed
-        allowed[:, 0] = (current != 0) | ~any_marked(allowed)
-        return mask_of(allowed)
+        # remaining is never negative: > 0 is Kool's != 0
+        return with_depot((remaining > 0) & (used < 1.0)[:, None], current)
 
     @staticmethod
     def transition(state: SDVRPState, action: Tensor, active: Tensor) -> tuple[SDVRPState, Tensor]:
         """Inactive sub-envs arrive with ``action == current`` (see ``base.step``)."""
         inst = state.instance
-        loc = gather_nodes(inst.locs, action)
         wanted = gather_nodes(state.remaining, action)  # 0 at the depot
         delivered = torch.minimum(wanted, 1.0 - state.used) * active
         remaining = state.remaining.scatter(1, action[:, None], (wanted - delivered)[:, None])
         finished = active & ~any_marked(remaining > 0)
         used = torch.where((action == 0) | finished, 0.0, state.used + delivered)
-        depot_loc = inst.locs[:, 0]
-        cost = distance(loc, state.current_loc) \
-            + distance(depot_loc, loc) * finished
-        current = torch.where(finished, 0, action)
-        current_loc = torch.where(finished[:, None], depot_loc, loc)
+        cost, current, current_loc = route_step(inst.locs, state.current_loc, action, finished)
         new = SDVRPState(instance=inst, current=current, current_loc=current_loc, used=used, remaining=remaining,
                          visited=mask_of(remaining == 0), num_steps=state.num_steps + active, length=state.length + cost,
                          done=state.done | finished, mask=SDVRP._mask(remaining, current, used))

@@ -24,8 +24,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, as_float_tensor, batch_size_of, \
-    check_num_nodes, check_range, distance, gather_nodes, generation_device, instance_fields, node_index, steps_taken
+from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, check_num_nodes, distance, gather_nodes, \
+    generation_device, locs_field, node_count, node_index, stay, steps_taken
 from .masks import any_marked, empty_mask, flags, mark, mask_of
 
 
@@ -50,6 +50,8 @@ class SHPP(Problem):
     label = "SHPP"
     has_depot = True  # node 0, the start: where the path begins, never an action
     Instance = SHPPInstance
+    # the start first, the end last
+    fields = (locs_field(node_count(lambda n: n >= 2, "the start and the end node at least")),)
     observation = (Obs("locs", ("N", 2), "coordinates in [0, 1]: node 0 the start, node N - 1 the end"),
                    node_index("current_node", "last node of the path (0 = the start)"),
                    node_index("last_node", "the end node, N - 1 (RL4CO's name)"),
@@ -90,18 +92,6 @@ class SHPP(Problem):
         return SHPPInstance(locs=torch.rand(batch_size, n + 1, 2, generator=generator, device=dev))
 
     @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> SHPPInstance:
-        """Validated instance(s) from arrays: ``locs`` (N, 2) in [0, 1], the start first and the end last
-        (N >= 2; leading B axis when ``batched``)."""
-        data = instance_fields(data, ("locs",))
-        b, n = batch_size_of(data, batched)
-        if n < 2:
-            raise ValueError(f"instance field 'locs' must hold the start and the end node at least, got {n} nodes")
-        locs = as_float_tensor(data["locs"], "locs", ((b,) if batched else ()) + (n, 2), device).reshape(b, n, 2)
-        check_range(locs, "locs", 0.0, 1.0)
-        return SHPPInstance(locs=locs)
-
-    @staticmethod
     def reset(instance: SHPPInstance) -> SHPPState:
         locs = instance.locs
         b, n, _ = locs.shape
@@ -132,10 +122,8 @@ class SHPP(Problem):
                              length=state.length + cost, done=state.done | finished, mask=SHPP._mask(visited))
         return new, cost
 
-    @staticmethod
-    def noop(state: SHPPState) -> Tensor:
-        """The action a finished sub-env takes: staying at its current node (the end)."""
-        return state.current
+    noop = staticmethod(stay)  # a finished sub-env stays at its current node
+
 
     @staticmethod
     def observe(state: SHPPState) -> dict[str, Tensor]:

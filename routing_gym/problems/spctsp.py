@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import EnvDoc, LegendEntry, Problem, as_float_tensor, check_range, instance_fields
+from .base import ZERO_AT_DEPOT, Field, LegendEntry, Problem
 from .pctsp import PCTSP, PCTSPInstance, PCTSPState
 
 
@@ -44,6 +44,7 @@ class SPCTSP(Problem):
     label = "SPCTSP"
     has_depot = True
     Instance = SPCTSPInstance
+    fields = PCTSP.fields + (Field("real_prize", ("N",), 0.0, math.inf, rules=(ZERO_AT_DEPOT,)),)  # never observed
     sizes = (20, 50, 100)
     observation = (*PCTSP.observation[:1],
                    dataclasses.replace(PCTSP.observation[1], meaning="expected prize in [0, max(1, 4/n)], depot 0"),
@@ -63,22 +64,18 @@ class SPCTSP(Problem):
         return fraction, f"real {text}", reached
 
     left_out_cost = staticmethod(PCTSP.left_out_cost)  # the penalties of the unvisited nodes
-    doc = EnvDoc(
-        cost=PCTSP.doc.cost,
+    doc = dataclasses.replace(  # PCTSP's action, rewards, episode end and cost
+        PCTSP.doc,
         summary="Stochastic prize-collecting TSP: as PCTSP, but a node's real prize is revealed only when it is "
                 "visited.",
         description="PCTSP's instances (Kool et al. 2019): depot (node 0) and n nodes uniform in the unit square, "
                     "penalties U(0, 3K/n), expected prizes U(0, 4/n); each node's real prize is uniform in "
                     "[0, 2 * expected prize] and stays hidden until the node is visited. The tour must collect a "
                     "real prize of at least 1.",
-        action="the next node; 0 returns to the depot and ends the tour.",
         mask="every unvisited node; the depot once the real prize collected reaches 1, or when every node has "
              "been visited.",
-        rewards="Minus the edge length of the step; the final (depot) step also subtracts the penalties of the "
-                "unvisited nodes. The rewards sum to minus the cost.",
         starting_state='At the depot: a random instance, or ``options["instance"] = {"locs": (N, 2), "prize": '
                        '(N,), "penalty": (N,), "real_prize": (N,)}`` (``real_prize`` is never observed).',
-        episode_end="Terminates when the depot is chosen",
         example='>>> sorted(obs)\n[\'action_mask\', \'current_node\', \'locs\', \'num_steps\', \'penalty\', '
                 '\'prize\', \'prize_to_collect\']')
 
@@ -91,21 +88,6 @@ class SPCTSP(Problem):
         real = torch.rand(expected.shape, generator=generator, device=expected.device) * expected * 2
         return SPCTSPInstance(locs=inst.locs, prize=inst.prize, penalty=inst.penalty,
                               real_prize=torch.cat([inst.prize[:, :1], real], dim=1))
-
-    @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> SPCTSPInstance:
-        """Validated instance(s): PCTSP's ``locs``, ``prize`` (the expected prize) and ``penalty``, and
-        ``real_prize`` (N,) >= 0, 0 at the depot (leading B axis when ``batched``)."""
-        fields = ("locs", "prize", "penalty")
-        data = instance_fields(data, fields + ("real_prize",))
-        inst = PCTSP.instance_from({k: data[k] for k in fields}, batched=batched, device=device)
-        b, n = inst.prize.shape
-        real = as_float_tensor(data["real_prize"], "real_prize", ((b,) if batched else ()) + (n,),
-                               inst.locs.device).reshape(b, n)
-        check_range(real, "real_prize", 0.0, math.inf)
-        if (real[:, 0] != 0).any():
-            raise ValueError("instance field 'real_prize' must be 0 at the depot (node 0)")
-        return SPCTSPInstance(locs=inst.locs, prize=inst.prize, penalty=inst.penalty, real_prize=real)
 
     @classmethod
     def instance_from_observation(cls, obs) -> SPCTSPInstance:

@@ -31,9 +31,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, as_float_tensor, batch_size_of, \
-    check_num_nodes, check_range, distance, gather_nodes, generation_device, instance_fields, node_index, steps_taken
-from .masks import any_marked, empty_mask, flags, mark, mask_of
+from .base import ZERO_AT_DEPOT, Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, check_num_nodes, \
+    gather_nodes, generation_device, locs_field, node_count, node_index, route_step, steps_taken
+from .masks import all_marked, any_marked, empty_mask, flags, mark, mask_of
 
 TECH_COSTS = (1.0, 2.0, 3.0)  # RL4CO's default ``tech_costs``: technician k's cost per unit of distance, k + 1
 NUM_TECHS = len(TECH_COSTS)
@@ -74,6 +74,9 @@ class SVRP(Problem):
     label = "SVRP"
     has_depot = True
     Instance = SVRPInstance
+    fields = (locs_field(node_count(lambda n: n >= 2, "the depot and at least one customer")),
+              Field("techs", (NUM_TECHS,), 0.0, MAX_SKILL),
+              Field("skills", ("N",), 0.0, MAX_SKILL, rules=(ZERO_AT_DEPOT,)))
     observation = (Obs("locs", ("N", 2), "coordinates in [0, 1], depot first"),
                    Obs("skills", ("N",), "required skill level, in [0, 10], depot 0", high=MAX_SKILL),
                    Obs("techs", (NUM_TECHS,), "the technicians' skill levels, in [0, 10]", high=MAX_SKILL),
@@ -141,26 +144,11 @@ class SVRP(Problem):
         return SVRPInstance(locs=locs, techs=techs, skills=skills)
 
     @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> SVRPInstance:
-        """Validated instance(s) from arrays: ``locs`` (N, 2), ``techs`` (3,) and ``skills`` (N,) in [0, 10],
-        ``skills`` 0 at the depot and at most ``techs[-1]`` (leading B axis when ``batched``)."""
-        data = instance_fields(data, ("locs", "techs", "skills"))
-        b, n = batch_size_of(data, batched)
-        if n < 2:
-            raise ValueError(f"instance field 'locs' must hold the depot and at least one customer, got {n} nodes")
-        lead = (b,) if batched else ()
-        locs = as_float_tensor(data["locs"], "locs", lead + (n, 2), device).reshape(b, n, 2)
-        techs = as_float_tensor(data["techs"], "techs", lead + (NUM_TECHS,), device).reshape(b, NUM_TECHS)
-        skills = as_float_tensor(data["skills"], "skills", lead + (n,), device).reshape(b, n)
-        check_range(locs, "locs", 0.0, 1.0)
-        check_range(techs, "techs", 0.0, MAX_SKILL)
-        check_range(skills, "skills", 0.0, MAX_SKILL)
-        if (skills[:, 0] != 0).any():
-            raise ValueError("instance field 'skills' must be 0 at the depot (node 0)")
-        if (skills > techs[:, -1:]).any():
+    def check_instance(instance: SVRPInstance) -> None:
+        """Every ``skills`` at most the last technician's level, who serves whatever is left."""
+        if (instance.skills > instance.techs[:, -1:]).any():
             raise ValueError("instance field 'skills' exceeds the last technician's level (techs[-1]) at a customer: "
                              "nobody would be left to serve it")
-        return SVRPInstance(locs=locs, techs=techs, skills=skills)
 
     @staticmethod
     def reset(instance: SVRPInstance) -> SVRPState:
@@ -186,15 +174,11 @@ class SVRP(Problem):
     def transition(state: SVRPState, action: Tensor, active: Tensor) -> tuple[SVRPState, Tensor]:
         """Inactive sub-envs arrive with ``action == current`` (see ``base.step``)."""
         inst = state.instance
-        loc = gather_nodes(inst.locs, action)
         visited = mark(state.visited, action)
-        finished = active & (torch.count_nonzero(visited[:, 1:], dim=1) == visited.shape[1] - 1)
-        rate = tech_cost(state.tech)
-        depot_loc = inst.locs[:, 0]
-        cost = rate * (distance(loc, state.current_loc) + distance(depot_loc, loc) * finished)
+        finished = active & all_marked(visited[:, 1:])
+        length, current, current_loc = route_step(inst.locs, state.current_loc, action, finished)
+        cost = tech_cost(state.tech) * length
         tech = state.tech + (active & (action == 0) & ~finished)
-        current = torch.where(finished, 0, action)
-        current_loc = torch.where(finished[:, None], depot_loc, loc)
         new = SVRPState(instance=inst, current=current, current_loc=current_loc, tech=tech, visited=visited,
                         num_steps=state.num_steps + active, length=state.length + cost, done=state.done | finished,
                         mask=SVRP._mask(inst, visited, current, tech))

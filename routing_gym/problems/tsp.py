@@ -12,8 +12,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, node_index, steps_taken, as_float_tensor, distance, batch_size_of, check_num_nodes, check_range, gather_nodes, instance_fields, \
-    generation_device
+from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, check_num_nodes, distance, gather_nodes, \
+    generation_device, locs_field, node_count, node_index, stay, steps_taken
 from .masks import empty_mask, flags, full_mask, mark, mask_of
 
 
@@ -40,6 +40,7 @@ class TSP(Problem):
     has_depot = False
     min_num_nodes = 2
     Instance = TSPInstance
+    fields = (locs_field(node_count(lambda n: n >= 2, "at least 2 nodes")),)
     observation = (Obs("locs", ("N", 2), "coordinates in [0, 1]"),
                    node_index("first_node", "start node (0 before the first action)"),
                    node_index("current_node", "last node visited (0 before the first action)"),
@@ -66,17 +67,6 @@ class TSP(Problem):
         n = check_num_nodes(num_nodes)
         dev = generation_device(generator, device)
         return TSPInstance(locs=torch.rand(batch_size, n, 2, generator=generator, device=dev))
-
-    @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> TSPInstance:
-        """Validated instance(s) from arrays keyed as the observation: ``locs`` (N, 2) or (B, N, 2)."""
-        data = instance_fields(data, ("locs",))
-        b, n = batch_size_of(data, batched)
-        if n < 2:
-            raise ValueError(f"instance field 'locs' must hold at least 2 nodes, got {n}")
-        locs = as_float_tensor(data["locs"], "locs", (b, n, 2) if batched else (n, 2), device)
-        check_range(locs, "locs", 0.0, 1.0)
-        return TSPInstance(locs=locs if batched else locs[None])
 
     @staticmethod
     def reset(instance: TSPInstance) -> TSPState:
@@ -107,10 +97,8 @@ class TSP(Problem):
                        mask=mask_of(~flags(visited)))
         return new, cost
 
-    @staticmethod
-    def noop(state: TSPState) -> Tensor:
-        """The action a finished sub-env takes: staying at its current node."""
-        return state.current
+    noop = staticmethod(stay)  # a finished sub-env stays at its current node
+
 
     @staticmethod
     def observe(state: TSPState) -> dict[str, Tensor]:

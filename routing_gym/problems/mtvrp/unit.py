@@ -17,14 +17,15 @@ a vehicle at a depot can always continue.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import math
+from typing import NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, Variant, as_float_tensor, batch_size_of, \
-    check_range, distance, gather_nodes, instance_fields, native_array, node_index, steps_taken
+from ..base import Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, Variant, distance, gather_nodes, \
+    locs_field, node_index, steps_taken
 from ..masks import empty_mask, flags, mark, mask_of
 from . import generator
 from .attributes import TOLERANCE, VARIANTS, Flags, capacity_allows, depots_allow, duration_allows, load_after, \
@@ -34,6 +35,11 @@ TIME_CAP = 10.0  # observed times (and finite times a user may give) stay below 
 LENGTH_CAP = 10.0  # the same for distance limits
 SPEED_CAP = 10.0
 CAPACITY_CAP = 1e4  # capacity_original
+
+
+def _below(cap: float) -> tuple:
+    """The rule (``Field.rules``) of a time or length: >= 0 and below ``cap``, or +inf (none)."""
+    return lambda v, n: (v >= 0) & ((v < cap) | torch.isinf(v)), f"must be >= 0 and below {cap:g} (inf: none)"
 
 
 class MTVRPInstance(NamedTuple):
@@ -89,6 +95,20 @@ class MTVRP(Problem):
     has_depot = True
     depots_by = "is_depot"
     Instance = MTVRPInstance
+    # ``locs`` and ``demand_linehaul`` required, the attributes optional (absent: the neutral value)
+    fields = (locs_field(),
+              Field("demand_linehaul", ("N",), 0.0, 1.0),
+              Field("demand_backhaul", ("N",), 0.0, 1.0, default=0.0),
+              Field("time_windows", ("N", 2), kind="float_or_inf", default=(0.0, math.inf), rules=(
+                  _below(TIME_CAP), (lambda w, n: w[..., 0] <= w[..., 1], "must open before it closes"))),
+              Field("service_time", ("N",), 0.0, TIME_CAP, default=0.0),
+              Field("distance_limit", (1,), kind="float_or_inf", default=math.inf, rules=(
+                  _below(LENGTH_CAP), (lambda v, n: v > 0, "must be > 0"))),
+              Field("open_route", (1,), kind="flag", default=False),
+              Field("backhaul_class", (1,), 1, 2, kind="int", default=1),
+              Field("speed", (1,), 1e-6, SPEED_CAP, default=1.0),
+              Field("num_depots", (1,), 1, lambda n: n - 1, kind="int", default=1),
+              Field("capacity_original", (1,), 1e-6, CAPACITY_CAP, default=1.0))
     min_num_nodes = 5  # a multi-depot instance keeps a customer with up to 5 depots
     variants = {"variant": Variant("all", (*VARIANTS, *generator.MIXED_VARIANTS),
                                    "one of RouteFinder's 48 variant names (``CVRP``, ``OVRP``, ``VRPBLTW``, "
@@ -176,70 +196,21 @@ class MTVRP(Problem):
 
     # ---------------------------------------------------------------------------------- instances
     @staticmethod
-    def instance_from(data, *, batched: bool = False, device: Any = None) -> MTVRPInstance:
-        """Validated instance(s): ``locs`` (N, 2) and ``demand_linehaul`` (N,) required, the other fields of
-        :class:`MTVRPInstance` optional (absent: no such attribute); per-instance scalars as (1,) or ()
-        (a leading B axis when ``batched``). ``ValueError`` names the field."""
-        data = instance_fields(data, ("locs", "demand_linehaul"), MTVRPInstance._fields[2:])
-        b, n = batch_size_of(data, batched)
-        lead = (b,) if batched else ()
-        locs = as_float_tensor(data["locs"], "locs", lead + (n, 2), device).reshape(b, n, 2)
-        dev = locs.device
-        check_range(locs, "locs", 0.0, 1.0)
-
-        def nodes(key, default, shape=(), allow_inf=False):
-            if key not in data:
-                return torch.full((b, n, *shape), default, device=dev)
-            return _float(data[key], key, lead + (n, *shape), dev, allow_inf).reshape(b, n, *shape)
-
-        def scalar(key, default, allow_inf=False):
-            if key not in data:
-                return torch.full((b, 1), float(default), device=dev)
-            value = data[key]
-            shape = lead if tuple(np.shape(value)) == lead else lead + (1,)
-            return _float(value, key, shape, dev, allow_inf).reshape(b, 1)
-
-        depots = scalar("num_depots", 1)
-        _check_whole(depots, "num_depots", 1, n - 1)
-        is_depot = torch.arange(n, device=dev)[None, :] < depots
-        linehaul, backhaul = nodes("demand_linehaul", 0.0), nodes("demand_backhaul", 0.0)
+    def check_instance(instance: MTVRPInstance) -> None:
+        """The constraints between fields: the demands 0 at the depots (the first ``num_depots`` nodes, a count
+        another field gives), each customer a linehaul or a backhaul with a demand, and every customer
+        servable alone from every depot."""
+        linehaul, backhaul = instance.demand_linehaul, instance.demand_backhaul
+        is_depot = torch.arange(linehaul.shape[1], device=linehaul.device)[None, :] < instance.num_depots
         for key, value in (("demand_linehaul", linehaul), ("demand_backhaul", backhaul)):
-            check_range(value, key, 0.0, 1.0)
             if (value * is_depot).any():
                 raise ValueError(f"instance field '{key}' must be 0 at the depots (the first num_depots nodes)")
-        customer = ~is_depot
         if ((linehaul > 0) & (backhaul > 0)).any():
             raise ValueError("instance field 'demand_backhaul' must be 0 where 'demand_linehaul' is > 0: a customer "
                              "is a linehaul or a backhaul")
-        if ((linehaul <= 0) & (backhaul <= 0) & customer).any():
+        if ((linehaul <= 0) & (backhaul <= 0) & ~is_depot).any():
             raise ValueError("instance field 'demand_linehaul' (or 'demand_backhaul') must be > 0 for every customer")
-        backhaul_class = scalar("backhaul_class", 1)
-        _check_whole(backhaul_class, "backhaul_class", 1, 2)
-        open_route = _flag(data["open_route"], "open_route", lead, dev, b) if "open_route" in data \
-            else torch.zeros(b, 1, dtype=torch.bool, device=dev)
-        speed = scalar("speed", 1.0)
-        check_range(speed, "speed", 1e-6, SPEED_CAP)
-        capacity = scalar("capacity_original", 1.0)
-        check_range(capacity, "capacity_original", 1e-6, CAPACITY_CAP)
-        windows = nodes("time_windows", 0.0, (2,), allow_inf=True)
-        if "time_windows" not in data:
-            windows[..., 1] = torch.inf
-        service = nodes("service_time", 0.0)
-        limit = scalar("distance_limit", torch.inf, allow_inf=True)
-        _check_time(windows[..., 0], "time_windows", TIME_CAP)
-        _check_time(windows[..., 1], "time_windows", TIME_CAP)
-        _check_time(service, "service_time", TIME_CAP, inclusive=True)
-        _check_time(limit, "distance_limit", LENGTH_CAP)
-        if (windows[..., 0] > windows[..., 1]).any():
-            raise ValueError("instance field 'time_windows' must open before it closes")
-        if (limit <= 0).any():
-            raise ValueError("instance field 'distance_limit' must be > 0")
-        inst = MTVRPInstance(locs=locs, demand_linehaul=linehaul, demand_backhaul=backhaul, time_windows=windows,
-                             service_time=service, distance_limit=limit, open_route=open_route,
-                             backhaul_class=backhaul_class.long(), speed=speed, num_depots=depots.long(),
-                             capacity_original=capacity)
-        _check_servable(inst, is_depot)
-        return inst
+        _check_servable(instance, is_depot)
 
     @classmethod
     def field_at_bound(cls, data: dict, field: str, node: int, value: float) -> dict | None:
@@ -367,37 +338,6 @@ class MTVRP(Problem):
 
 
 # -------------------------------------------------------------------------------------- validation helpers
-def _float(value, name: str, shape: tuple, device, allow_inf: bool) -> Tensor:
-    """A float32 field (:func:`as_float_tensor`), where ``allow_inf`` also taking +inf (no window, no limit)."""
-    if not allow_inf:
-        return as_float_tensor(value, name, shape, device)
-    arr = value.detach() if isinstance(value, Tensor) else torch.as_tensor(native_array(value))
-    inf = torch.isposinf(arr) if arr.is_floating_point() else torch.zeros(arr.shape, dtype=torch.bool)
-    out = as_float_tensor(torch.where(inf, torch.zeros((), dtype=arr.dtype), arr), name, shape, device)
-    return out.masked_fill(inf.to(out.device).reshape(shape), torch.inf)
-
-
-def _flag(value, name: str, lead: tuple, device, b: int) -> Tensor:
-    arr = value.detach() if isinstance(value, Tensor) else torch.as_tensor(native_array(value))
-    if tuple(arr.shape) not in (lead, lead + (1,)):
-        raise ValueError(f"instance field '{name}' must have shape {lead + (1,)}, got {tuple(arr.shape)}")
-    if arr.dtype != torch.bool and not bool(((arr == 0) | (arr == 1)).all()):
-        raise ValueError(f"instance field '{name}' must be a bool (or 0 / 1)")
-    return arr.to(device=device).bool().reshape(b, 1)
-
-
-def _check_whole(arr: Tensor, name: str, low: int, high: int) -> None:
-    if (arr != arr.round()).any() or (arr < low).any() or (arr > high).any():
-        raise ValueError(f"instance field '{name}' must be an integer in [{low}, {high}]")
-
-
-def _check_time(arr: Tensor, name: str, cap: float, inclusive: bool = False) -> None:
-    finite = arr[torch.isfinite(arr)]
-    if (arr < 0).any() or (finite > cap if inclusive else finite >= cap).any():
-        raise ValueError(f"instance field '{name}' must be >= 0 and {'at most' if inclusive else 'below'} {cap:g}"
-                         + ("" if inclusive else " (inf: none)"))
-
-
 def _check_servable(inst: MTVRPInstance, is_depot: Tensor) -> None:
     """Every customer can be served alone from every depot (and closed routes back to it)."""
     k = int(inst.num_depots.max())
