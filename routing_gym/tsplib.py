@@ -27,9 +27,12 @@ for those can cost a unit more under ``nint`` (eil51: 427 instead of 426). A sol
 file's convention instead: ``agents.references.solvers.solve(real.problem, real.instance, "lkh",
 distances=distance_matrix(real)[None])`` finds 426.
 
-Instances that cannot be represented are rejected with a :class:`ValueError` that says why: explicit
-distance matrices of TSP and CVRP files (the envs compute their distances from coordinates; CVRPLIB's
-EXPLICIT ``.vrp`` files are not read), ``GEO`` (and other non-planar) distances, constraints beyond
+A CVRP file with ``EDGE_WEIGHT_TYPE: EXPLICIT`` (CVRPLIB's matrix instances, any ``EDGE_WEIGHT_FORMAT``
+vrplib reads, e.g. ``LOWER_ROW``) becomes an ACVRP instance (CVRP on a cost matrix): its matrix, depot first,
+divided by its largest entry, and its demands divided by the capacity.
+
+Instances that cannot be represented are rejected with a :class:`ValueError` that says why: an explicit
+matrix in a TSP file (write it as an ATSP), ``GEO`` (and other non-planar) distances, constraints beyond
 capacity (:data:`CONSTRAINTS`: ``DISTANCE``, ``SERVICE_TIME``, time windows, ...), several depots.
 
 Files are read strictly: every error is a :class:`ValueError` (:class:`FileNotFoundError` for a missing
@@ -71,7 +74,7 @@ import torch
 
 from .problems import get_problem, tour_cost
 
-PROBLEM_TYPES = {"TSP": "tsp", "CVRP": "cvrp", "ATSP": "atsp"}
+PROBLEM_TYPES = {"TSP": "tsp", "CVRP": "cvrp", "ATSP": "atsp"}  # an EXPLICIT CVRP file loads as "acvrp"
 # VRPLIB's constraints beyond capacity (specifications or sections): a file with one is refused, not
 # solved as if it were absent
 CONSTRAINTS = ("distance", "service_time", "time_window", "pickup", "delivery", "backhaul", "release_time",
@@ -90,7 +93,7 @@ class RealInstance:
     """A TSPLIB / VRPLIB instance, in its own units and scaled for the policy."""
 
     name: str
-    problem: str  # "tsp", "cvrp" or "atsp"
+    problem: str  # "tsp", "cvrp", "atsp" or "acvrp"
     path: Path
     coords: np.ndarray | None  # (N, 2) float64 in the file's units, our node order (depot first for CVRP); None for ATSP
     node_ids: np.ndarray  # (N,) int64 the file's 1-based node ids in our order
@@ -132,18 +135,18 @@ def load(path: str | os.PathLike, table: Mapping[str, float] | str | os.PathLike
         raise ValueError(f"{path}: TYPE {kind} cannot be represented; routing-gym reads {sorted(PROBLEM_TYPES)}")
     problem = PROBLEM_TYPES[kind]
     weight_type = str(raw.get("edge_weight_type", "EXACT_2D")).upper()
-    if problem == "atsp":
-        return load_matrix(path, raw, name, weight_type, table, device)
-    if weight_type == "EXPLICIT":
-        raise ValueError(f"{path}: EDGE_WEIGHT_TYPE EXPLICIT (a distance matrix) cannot be represented: the "
-                         "envs compute Euclidean distances from coordinates")
-    if weight_type not in ROUNDING:
-        raise ValueError(f"{path}: EDGE_WEIGHT_TYPE {weight_type} cannot be represented (GEO and other "
-                         f"non-planar distances are not Euclidean in any coordinates); supported: {ROUNDING}")
     for key in CONSTRAINTS:
         if key in raw:
             raise ValueError(f"{path}: {key.upper()} (a constraint beyond capacity) cannot be represented: "
                              "plain CVRP only, so the instance would be solved without it")
+    if problem == "atsp" or (problem == "cvrp" and weight_type == "EXPLICIT"):
+        return load_matrix(path, raw, text, name, weight_type, table, device)
+    if weight_type == "EXPLICIT":
+        raise ValueError(f"{path}: EDGE_WEIGHT_TYPE EXPLICIT (a distance matrix) cannot be represented for a TSP: "
+                         "write it as TYPE ATSP (the ATSP unit takes a matrix)")
+    if weight_type not in ROUNDING:
+        raise ValueError(f"{path}: EDGE_WEIGHT_TYPE {weight_type} cannot be represented (GEO and other "
+                         f"non-planar distances are not Euclidean in any coordinates); supported: {ROUNDING}")
     if "dimension" not in raw:
         raise ValueError(f"{path}: no DIMENSION")
     n = raw["dimension"]
@@ -153,23 +156,7 @@ def load(path: str | os.PathLike, table: Mapping[str, float] | str | os.PathLike
     order = np.arange(n)
     demand = capacity = None
     if problem == "cvrp":
-        depots = np.atleast_1d(np.asarray(raw.get("depot", [0])))  # 0-based: vrplib subtracts 1
-        if len(depots) != 1:
-            raise ValueError(f"{path}: {len(depots)} depots cannot be represented (one depot, node 0)")
-        if depots.dtype.kind not in "iu" or not 0 <= depots[0] < n:
-            raise ValueError(f"{path}: DEPOT_SECTION names node {depots[0] + 1}, not a node id in 1..{n}")
-        order = np.concatenate([depots, np.delete(order, depots)])
-        if "capacity" not in raw:
-            raise ValueError(f"{path}: a CVRP needs a CAPACITY")
-        capacity = positive(raw["capacity"], f"{path}: CAPACITY")
-        demand = section(path, raw, text, "demand", n, columns=1)[order]
-        if (demand < 0).any() or (demand != np.round(demand)).any():
-            raise ValueError(f"{path}: DEMAND_SECTION must hold whole numbers >= 0")
-        if demand.max() > capacity:
-            node = int(order[np.argmax(demand)]) + 1
-            raise ValueError(f"{path}: node {node}'s demand {demand.max():g} exceeds the capacity (CAPACITY "
-                             f"{raw['capacity']}): no vehicle can serve it")
-        demand = demand.astype(np.int64)
+        order, capacity, demand = read_demand(path, raw, text, n)
     coords = coords[order]
     offset = coords.min(axis=0)
     extent = float((coords.max(axis=0) - offset).max())
@@ -192,15 +179,39 @@ def load(path: str | os.PathLike, table: Mapping[str, float] | str | os.PathLike
     return RealInstance(**{**real.__dict__, "reference": value, "reference_source": source})
 
 
-def load_matrix(path: Path, raw: dict, name: str, weight_type: str, table, device: Any) -> RealInstance:
-    """An ATSP file: its explicit (N, N) matrix, checked (square, finite, >= 0 off the diagonal), the
-    diagonal taken as 0, divided by its largest entry into the ATSP unit's ``cost_matrix``."""
+def read_demand(path: Path, raw: dict, text: str, n: int) -> tuple[np.ndarray, float, np.ndarray]:
+    """A CVRP file's (node order with the depot first, capacity, (N,) int64 demands in that order), checked:
+    one depot, a CAPACITY > 0, whole demands >= 0, none above the capacity."""
+    depots = np.atleast_1d(np.asarray(raw.get("depot", [0])))  # 0-based: vrplib subtracts 1
+    if len(depots) != 1:
+        raise ValueError(f"{path}: {len(depots)} depots cannot be represented (one depot, node 0)")
+    if depots.dtype.kind not in "iu" or not 0 <= depots[0] < n:
+        raise ValueError(f"{path}: DEPOT_SECTION names node {depots[0] + 1}, not a node id in 1..{n}")
+    order = np.concatenate([depots, np.delete(np.arange(n), depots)])
+    if "capacity" not in raw:
+        raise ValueError(f"{path}: a CVRP needs a CAPACITY")
+    capacity = positive(raw["capacity"], f"{path}: CAPACITY")
+    demand = section(path, raw, text, "demand", n, columns=1)[order]
+    if (demand < 0).any() or (demand != np.round(demand)).any():
+        raise ValueError(f"{path}: DEMAND_SECTION must hold whole numbers >= 0")
+    if demand.max() > capacity:
+        node = int(order[np.argmax(demand)]) + 1
+        raise ValueError(f"{path}: node {node}'s demand {demand.max():g} exceeds the capacity (CAPACITY "
+                         f"{raw['capacity']}): no vehicle can serve it")
+    return order, capacity, demand.astype(np.int64)
+
+
+def load_matrix(path: Path, raw: dict, text: str, name: str, weight_type: str, table, device: Any) -> RealInstance:
+    """An ATSP file, or a CVRP file with ``EDGE_WEIGHT_TYPE EXPLICIT`` (into the ACVRP unit, its depot first):
+    its explicit (N, N) matrix, checked (square, finite, >= 0 off the diagonal), the diagonal taken as 0,
+    divided by its largest entry into the unit's ``cost_matrix``."""
+    kind = "CVRP" if "capacity" in raw or str(raw.get("type", "")).upper().startswith("CVRP") else "ATSP"
     if weight_type != "EXPLICIT" or "edge_weight" not in raw:
         raise ValueError(f"{path}: TYPE ATSP needs EDGE_WEIGHT_TYPE EXPLICIT and an EDGE_WEIGHT_SECTION (its "
                          f"matrix), got EDGE_WEIGHT_TYPE {weight_type}")
     n = raw.get("dimension")
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
-        raise ValueError(f"{path}: an ATSP needs a DIMENSION >= 2, got {n!r}")
+        raise ValueError(f"{path}: an {kind} needs a DIMENSION >= 2, got {n!r}")
     try:
         matrix = np.array(raw["edge_weight"], dtype=np.float64)
     except (TypeError, ValueError):
@@ -210,14 +221,21 @@ def load_matrix(path: Path, raw: dict, name: str, weight_type: str, table, devic
     np.fill_diagonal(matrix, 0.0)
     if not np.isfinite(matrix).all() or (matrix < 0).any():
         raise ValueError(f"{path}: EDGE_WEIGHT_SECTION must hold finite numbers >= 0 off the diagonal")
+    order, demand, capacity, problem = np.arange(n), None, None, "atsp"
+    if kind == "CVRP":
+        order, capacity, demand = read_demand(path, raw, text, n)
+        matrix, problem = matrix[np.ix_(order, order)], "acvrp"
     scale = float(matrix.max()) or 1.0
+    fields = {"cost_matrix": np.clip(matrix / scale, 0.0, 1.0)}
+    if demand is not None:
+        fields["demand"] = demand / capacity
     try:
-        instance = get_problem("atsp").instance_from({"cost_matrix": np.clip(matrix / scale, 0.0, 1.0)}, device=device)
+        instance = get_problem(problem).instance_from(fields, device=device)
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
-    real = RealInstance(name=name, problem="atsp", path=path, coords=None, node_ids=np.arange(1, n + 1),
-                        edge_weight_type=weight_type, demand=None, capacity=None, offset=np.zeros(2), scale=scale,
-                        instance=instance, reference=None, reference_source=None, matrix=matrix)
+    real = RealInstance(name=name, problem=problem, path=path, coords=None, node_ids=order + 1,
+                        edge_weight_type=weight_type, demand=demand, capacity=capacity, offset=np.zeros(2),
+                        scale=scale, instance=instance, reference=None, reference_source=None, matrix=matrix)
     value, source = find_reference(real, raw.get("comment"), table)
     return RealInstance(**{**real.__dict__, "reference": value, "reference_source": source})
 
@@ -489,9 +507,10 @@ def read_tour(path: str | os.PathLike, real: RealInstance) -> list[int]:
         except ValueError:
             raise ValueError(f"{path}: TOUR_SECTION holds {token!r}, not a node id") from None
     n = len(real.node_ids)
-    unknown = [i for i in ids if i < 1 or (i > n and real.problem != "cvrp")]
+    routes = get_problem(real.problem).has_depot  # LKH-3 numbers copies of the depot above N
+    unknown = [i for i in ids if i < 1 or (i > n and not routes)]
     if unknown:
-        copies = "; LKH-3 numbers copies of the depot above them" if real.problem == "cvrp" else ""
+        copies = "; LKH-3 numbers copies of the depot above them" if routes else ""
         raise ValueError(f"{path}: node id {unknown[0]} does not exist (the instance's ids are 1..{n}{copies})")
     if not ids:
         raise ValueError(f"{path}: TOUR_SECTION lists no nodes")

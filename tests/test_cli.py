@@ -71,9 +71,9 @@ def test_eval__readme_real_instance_example_uses_the_nearest_shipped_size(monkey
 
 def test_eval__a_file_that_cannot_be_evaluated_is_skipped_and_named(tmp_path, capsys):
     pytest.importorskip("vrplib")
-    matrix = tmp_path / "matrix.vrp"  # a distance matrix without coordinates: cannot be represented
-    matrix.write_text("NAME : matrix\nTYPE : CVRP\nDIMENSION : 3\nCAPACITY : 10\nEDGE_WEIGHT_TYPE : EXPLICIT\n"
-                      "EDGE_WEIGHT_FORMAT : FULL_MATRIX\nEDGE_WEIGHT_SECTION\n0 1 2\n1 0 3\n2 3 0\n"
+    matrix = tmp_path / "geo.vrp"  # geographic distances: not Euclidean in any coordinates, cannot be represented
+    matrix.write_text("NAME : geo\nTYPE : CVRP\nDIMENSION : 3\nCAPACITY : 10\nEDGE_WEIGHT_TYPE : GEO\n"
+                      "NODE_COORD_SECTION\n1 10.0 20.0\n2 11.0 21.0\n3 12.5 20.5\n"
                       "DEMAND_SECTION\n1 0\n2 1\n3 1\nDEPOT_SECTION\n1\n-1\nEOF\n")
     broken = tmp_path / "broken.tsp"
     broken.write_text("NAME : broken\nTYPE : TSP\nDIMENSION : 3\nEDGE_WEIGHT_TYPE : EUC_2D\nNODE_COORD_SECTION\n"
@@ -81,16 +81,16 @@ def test_eval__a_file_that_cannot_be_evaluated_is_skipped_and_named(tmp_path, ca
     good = str(DATA / "E-n22-k4.vrp")
     assert main(["eval", "--policy", "nearest", "--instances", str(matrix), good, str(broken)]) == 0
     out, err = capsys.readouterr()
-    assert "| E-n22-k4 | cvrp | 21 |" in out and "2 file(s) skipped: matrix.vrp, broken.tsp" in out
+    assert "| E-n22-k4 | cvrp | 21 |" in out and "2 file(s) skipped: geo.vrp, broken.tsp" in out
     skipped = err.strip().splitlines()
     assert len(skipped) == 2
-    assert f"skipped {matrix}: EDGE_WEIGHT_TYPE EXPLICIT" in skipped[0]
+    assert f"skipped {matrix}: EDGE_WEIGHT_TYPE GEO" in skipped[0]
     assert f"skipped {broken}: DIMENSION is 3 but NODE_COORD_SECTION has 2 rows" in skipped[1]
     # nothing evaluated: an error, exit code 2
     assert main(["eval", "--policy", "nearest", "--instances", str(matrix), str(broken)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and "none of the 2 files could be evaluated" in err[-1]
-    refused(capsys, ["eval", "--policy", "nearest", "--instances", str(matrix)], str(matrix), "EXPLICIT")
+    refused(capsys, ["eval", "--policy", "nearest", "--instances", str(matrix)], str(matrix), "GEO")
     refused(capsys, ["eval", "--policy", "no-such-policy", "--instances", good, good], "neither a heuristic")
 
 

@@ -119,12 +119,17 @@ class NodeEmbedding(nn.Module):
         width = 2 * (coordinates is not None) + EDGE_FEATURES * (edge_weights is not None)
         self.node = nn.Linear(width + sum(widths or (1,) * len(features)), embed_dim)
 
-    def forward(self, obs: dict[str, Tensor]) -> Tensor:
-        b, n = obs[self.coordinates or self.edge_weights].shape[:2]
+    def position(self, obs: dict[str, Tensor]) -> Tensor:
+        """(B, N, P) what places each node: its coordinates and or its cost-matrix statistics."""
         parts = [obs[self.coordinates]] if self.coordinates else []  # (B, N, 2)
         if self.edge_weights:
             parts.append(edge_features(obs[self.edge_weights]))  # (B, N, 4)
-        x = torch.cat([*parts, *(obs[f].reshape(b, n, -1) for f in self.features)], dim=-1)  # (B, N, 2 + F)
+        return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+
+    def forward(self, obs: dict[str, Tensor], position: Tensor | None = None) -> Tensor:
+        position = self.position(obs) if position is None else position
+        b, n = position.shape[:2]
+        x = torch.cat([position, *(obs[f].reshape(b, n, -1) for f in self.features)], dim=-1)  # (B, N, P + F)
         return self.node(x)  # (B, N, D)
 
 
@@ -143,17 +148,18 @@ def edge_features(matrix: Tensor) -> Tensor:
 
 
 class DepotNodeEmbedding(NodeEmbedding):
-    """Initial embedding with a depot: node 0 from its (x, y) by its own linear layer, the others from
-    (x, y, *features)."""
+    """Initial embedding with a depot: node 0 from its position ((x, y), or its cost statistics) by its own
+    linear layer, the others from (position, *features)."""
 
     def __init__(self, features: tuple[str, ...], embed_dim: int, widths: tuple[int, ...] | None = None,
                  coordinates: str | None = "locs", edge_weights: str | None = None):
         super().__init__(features, embed_dim, widths, coordinates, edge_weights)
-        self.depot = nn.Linear(2, embed_dim)
+        self.depot = nn.Linear(2 * (coordinates is not None) + EDGE_FEATURES * (edge_weights is not None), embed_dim)
 
     def forward(self, obs: dict[str, Tensor]) -> Tensor:
-        nodes = super().forward(obs)[:, 1:]  # (B, N - 1, D)
-        return torch.cat([self.depot(obs["locs"][:, :1]), nodes], dim=1)  # (B, N, D)
+        position = self.position(obs)
+        nodes = super().forward(obs, position)[:, 1:]  # (B, N - 1, D)
+        return torch.cat([self.depot(position[:, :1]), nodes], dim=1)  # (B, N, D)
 
 
 class StepContext(nn.Module):

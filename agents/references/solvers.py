@@ -11,11 +11,11 @@ method      problems                    what runs (package)
                                         disjunctions (penalty = prize resp. penalty), OP bounds a distance
                                         dimension, PCTSP puts a minimum on a prize dimension
 ``pyvrp``   TSP, CVRP, OP, PCTSP,       PyVRP's iterated local search; OP and PCTSP as prize-collecting
-            CVRPTW, CVRPMVC, MTVRP      (optional clients); OP bounds ``max_distance``; PCTSP's prize
-                                        minimum by Lagrangian relaxation (below); CVRPTW with PyVRP's own
+            CVRPTW, CVRPMVC, MTVRP,     (optional clients); OP bounds ``max_distance``; PCTSP's prize
+            ACVRP                       minimum by Lagrangian relaxation (below); CVRPTW with PyVRP's own
                                         time windows (:func:`pyvrp_time_windows`); CVRPMVC with
                                         ``num_available = num_vehicles`` (:func:`pyvrp_fixed_fleet`);
-                                        MTVRP's variants but B (:func:`pyvrp_mtvrp`)
+                                        MTVRP's variants but B (:func:`pyvrp_mtvrp`); ACVRP from its matrix
 ==========  ==========================  =====================================================================
 
 Integer data. The solvers work in integers: coordinates and distances are scaled by :data:`SCALE`
@@ -62,7 +62,7 @@ SCALE = 10 ** 6  # unit-square coordinates -> integer distances
 PRIZE_RESOLUTION = 10 ** 4  # OP prizes rounded to 1e-4
 PACKAGES = {"lkh": "elkai", "ortools": "ortools", "pyvrp": "pyvrp"}  # method -> PyPI package (extra)
 SUPPORTED = {"exact": ("tsp",), "lkh": ("tsp", "atsp", "shpp"), "ortools": ("tsp", "cvrp", "op", "pctsp"),
-             "pyvrp": ("tsp", "cvrp", "op", "pctsp", "cvrptw", "cvrpmvc", "mtvrp")}
+             "pyvrp": ("tsp", "cvrp", "op", "pctsp", "cvrptw", "cvrpmvc", "mtvrp", "acvrp")}
 METHODS = tuple(SUPPORTED)
 
 
@@ -119,8 +119,8 @@ def solve(problem, instances, method: str, time_limit: float = 1.0, *, progress:
     if not available(method):
         raise ValueError(f"method {method!r} needs the package {PACKAGES[method]!r}: "
                          f"pip install 'routing-gym[solvers]' (or pip install {PACKAGES[method]})")
-    if distances is not None and problem.name not in ("tsp", "cvrp"):
-        raise ValueError("distances are accepted for TSP and CVRP only")
+    if distances is not None and problem.name not in ("tsp", "cvrp", "acvrp"):
+        raise ValueError("distances are accepted for TSP, CVRP and ACVRP only")
     start = time.perf_counter()
     if method == "exact":
         from .exact import held_karp
@@ -181,8 +181,13 @@ def solve_one(job: tuple) -> list[int]:
 
 # -- integer data ---------------------------------------------------------------------------------
 def solver_distances(data: dict, round_up: bool = False) -> np.ndarray:
-    """The integer distances a solver minimises: the user's, or the scaled Euclidean ones."""
-    return data["distances"] if "distances" in data else int_distances(data["locs"], round_up)
+    """The integer distances a solver minimises: the user's, the scaled cost matrix (ACVRP), or the scaled
+    Euclidean ones."""
+    if "distances" in data:
+        return data["distances"]
+    if "cost_matrix" in data:
+        return np.rint(data["cost_matrix"].astype(np.float64) * SCALE).astype(np.int64)
+    return int_distances(data["locs"], round_up)
 
 
 def int_distances(locs: np.ndarray, round_up: bool = False) -> np.ndarray:
@@ -332,13 +337,13 @@ def ortools(name: str, data: dict, time_limit: float, seed: int) -> list[int]:
 # -- PyVRP ----------------------------------------------------------------------------------------
 def pyvrp_routes(data: dict, dist: np.ndarray, *, demand=None, prize=None, vehicles: int = 1,
                  max_distance: int | None = None, distance_cost: int = 1, duration: np.ndarray | None = None,
-                 time_limit: float, seed: int) -> tuple[list[list[int]], bool]:
-    """Solve one PyVRP model; ``(routes as our node lists, feasible)``."""
+                 time_limit: float, seed: int) -> tuple[list[list[int]], bool, int]:
+    """Solve one PyVRP model; ``(routes as our node lists, feasible, PyVRP's distance of them)``."""
     import pyvrp
     from pyvrp.stop import MaxRuntime
 
     model = pyvrp.Model()
-    locs = data["locs"].astype(np.float64) * SCALE
+    locs = data["locs"].astype(np.float64) * SCALE if "locs" in data else np.zeros((len(dist), 2))  # matrix only
     model.add_depot(model.add_location(x=float(locs[0, 0]), y=float(locs[0, 1])))
     for i in range(1, len(locs)):
         model.add_client(model.add_location(x=float(locs[i, 0]), y=float(locs[i, 1])),
@@ -350,7 +355,7 @@ def pyvrp_routes(data: dict, dist: np.ndarray, *, demand=None, prize=None, vehic
     durations = np.zeros_like(dist) if duration is None else duration
     problem = model.data().replace(distance_matrices=[dist], duration_matrices=[durations])
     best = pyvrp.solve(problem, stop=MaxRuntime(time_limit), seed=seed, display=False).best
-    return [route_nodes(route) for route in best.routes()], best.is_feasible()
+    return [route_nodes(route) for route in best.routes()], best.is_feasible(), int(best.distance())
 
 
 def route_nodes(route) -> list[int]:
@@ -361,13 +366,13 @@ def route_nodes(route) -> list[int]:
 
 
 def pyvrp_solver(name: str, data: dict, time_limit: float, seed: int) -> list[int]:
-    n = len(data["locs"])
+    n = len(data["demand"] if name == "acvrp" else data["locs"])
     if name == "tsp":
-        routes, _ = pyvrp_routes(data, solver_distances(data), time_limit=time_limit, seed=seed)
+        routes, *_ = pyvrp_routes(data, solver_distances(data), time_limit=time_limit, seed=seed)
         return [0] + routes[0] if routes else list(range(n))
-    if name == "cvrp":
+    if name in ("cvrp", "acvrp"):
         demand = np.rint(data["demand"].astype(np.float64) * SCALE).astype(np.int64)
-        routes, _ = pyvrp_routes(data, solver_distances(data), demand=demand, vehicles=n - 1,
+        routes, *_ = pyvrp_routes(data, solver_distances(data), demand=demand, vehicles=len(demand) - 1,
                                  time_limit=time_limit, seed=seed)
         return routes_to_actions(name, routes)
     if name == "op":
@@ -375,7 +380,7 @@ def pyvrp_solver(name: str, data: dict, time_limit: float, seed: int) -> list[in
         coarse = np.rint(dist / (SCALE // 100)).astype(np.int64)  # lengths in 1e-2: the tie-break, as durations
         weight = int(coarse.max()) * n + 1  # above any tour's coarse length: prize first
         prize = np.rint(data["prize"].astype(np.float64) * PRIZE_RESOLUTION).astype(np.int64) * weight
-        routes, _ = pyvrp_routes(data, dist, prize=prize, max_distance=op_budget(data), distance_cost=0,
+        routes, *_ = pyvrp_routes(data, dist, prize=prize, max_distance=op_budget(data), distance_cost=0,
                                  duration=coarse, time_limit=time_limit, seed=seed)
         return routes_to_actions(name, routes)
     if name == "cvrptw":
@@ -502,7 +507,7 @@ def pyvrp_pctsp(data: dict, time_limit: float, seed: int, max_solves: int = 6) -
     budget = time_limit / max_solves
 
     def attempt(lam: float):
-        routes, _ = pyvrp_routes(data, dist, prize=np.rint(penalty + lam * prize).astype(np.int64),
+        routes, *_ = pyvrp_routes(data, dist, prize=np.rint(penalty + lam * prize).astype(np.int64),
                                  time_limit=budget, seed=seed)
         route = routes[0] if routes else []
         collected = int(prize[route].sum())

@@ -5,6 +5,7 @@ subclass): adding a problem means adding its module and one line here. :func:`st
 :func:`tour_cost` (from ``base``) are the entry points shared by the single env, the vector env and
 the trainer.
 """
+from .acvrp import ACVRP
 from .atsp import ATSP
 from .base import Problem, invalid_penalty, step, tour_cost
 from .cvrp import CVRP
@@ -35,6 +36,7 @@ PROBLEMS: dict[str, type[Problem]] = {p.name: p for p in (
     SHPP,
     SVRP,
     MTVRP,  # RouteFinder's 48 variants
+    ACVRP,
 )}
 
 
@@ -48,4 +50,4 @@ def get_problem(name) -> type[Problem]:
         raise ValueError(f"unknown problem {name!r}; choose one of {sorted(PROBLEMS)}") from None
 
 
-__all__ = ["ATSP", "CVRP", "CVRPMVC", "CVRPTW", "MDCPDP", "MPDP", "MTVRP", "MTSP", "OP", "PCTSP", "PDP", "PROBLEMS", "Problem", "SDVRP", "SHPP", "SPCTSP", "SVRP", "TSP", "get_problem", "invalid_penalty", "step", "tour_cost"]
+__all__ = ["ACVRP", "ATSP", "CVRP", "CVRPMVC", "CVRPTW", "MDCPDP", "MPDP", "MTVRP", "MTSP", "OP", "PCTSP", "PDP", "PROBLEMS", "Problem", "SDVRP", "SHPP", "SPCTSP", "SVRP", "TSP", "get_problem", "invalid_penalty", "step", "tour_cost"]

@@ -91,7 +91,7 @@ def evaluate_files(args, paths: list[str], table: dict | None, decoder: FileDeco
                 if len(paths) > 1:
                     say(f"routing-gym eval: skipped {p}: {reason}")
             else:
-                if row["problem"] == "cvrp":
+                if get_problem(row["problem"]).has_depot:  # a file with a depot: CVRP, or ACVRP (a matrix)
                     row["routes"], row["vehicles"] = count_routes(decoder.tours), tsplib.fleet_size(p)
                 if args.csv:
                     csv_rows.append(file_csv_row(p, row, table, decoder))
