@@ -5,18 +5,18 @@ One entry point, :func:`improve`, for every problem of the registry. It reads on
 (``has_depot``, ``optional_visits``) and replays tours through the unit (:func:`routing_gym.problems.base.replay`)
 for their feasibility and cost:
 
-- a closed tour over all nodes (no depot, no optional visits: TSP): best-improvement 2-opt and or-opt (a block of
+- a closed tour over all nodes (no depot, no optional visits): best-improvement 2-opt and or-opt (a block of
   1-3 consecutive nodes moved elsewhere, either way round), one move per instance and round, the best of
   (B, L, L) tensors of length changes, until no move shortens a tour. Every such move keeps a permutation
   of the nodes, which is all a tour without a depot or optional visits is, so only the result is replayed;
-- routes from a depot (node 0) that serve every customer (no optional visits: CVRP, SDVRP): relocate and or-opt,
+- routes from a depot (node 0) that serve every customer (no optional visits): relocate and or-opt,
   swap, 2-opt within a route and 2-opt* between routes (tails exchanged, or head joined to head), on the
   giant tour (the routes one after another, a depot visit between two). A move may break the problem's
   constraints (capacity), so each round the ``candidates`` most improving moves of each kind are applied,
   replayed through the unit, and the cheapest feasible one is kept when it is cheaper; a round that keeps
   none tries the next ``candidates`` of each kind;
-- one route from the depot (optional visits: OP, PCTSP, SPCTSP): the same moves within that route, replayed;
-- nodes without coordinates (``policy.coordinates`` None: ATSP's cost matrix): no move; the tours are
+- one route from the depot (optional visits): the same moves within that route, replayed;
+- nodes without coordinates (``policy.coordinates`` None: a cost matrix): no move; the tours are
   returned as given (the length changes above are Euclidean and symmetric, a reversed block costs the same).
 
 Every move is one operation, :func:`exchange` of two blocks of the sequence, either of which may be empty
@@ -24,7 +24,7 @@ and either reversed: 2-opt reverses a block, relocate / or-opt moves a block pas
 exchange two blocks.
 
 Dimension names: B batch, N nodes, S steps, L positions of a closed sequence (its first and last positions
-fixed: a TSP tour repeats its start, a giant tour starts and ends at the depot), K candidates.
+fixed: a closed tour repeats its start, a giant tour starts and ends at the depot), K candidates.
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The Attention Model policy of Kool, van Hoof & Welling, "Attention, Learn to Solve Routing Problems!",
 ICLR 2019 (code: wouterkool/attention-learn-to-route, ``nets/attention_model.py``), for every problem of
-``routing_gym.problems`` (TSP, CVRP, SDVRP, OP, PCTSP, SPCTSP).
+``routing_gym.problems``.
 
 - Encoder: a linear embedding of each node's features (depot problems embed node 0 with its own
-  linear layer of (x, y)), then ``n_layers`` layers of multi-head self-attention and a ReLU
+  linear layer of its position), then ``n_layers`` layers of multi-head self-attention and a ReLU
   feed-forward, each sublayer with a skip connection and batch normalisation; no positional encoding.
 - Decoder, once per step: the context is the projected graph embedding (the mean of the node
   embeddings) plus the projected step context; an ``n_heads`` glimpse attends over the allowed nodes,
@@ -14,7 +14,7 @@ ICLR 2019 (code: wouterkool/attention-learn-to-route, ``nets/attention_model.py`
   Representation?", NeurIPS 2021): every encoder layer adds a learned per-head bias ``phi_h(d_ij)`` of
   the Euclidean distance between nodes i and j to its self-attention logits before the softmax.
 - Problems whose nodes have no coordinates declare an (N, N) matrix of travel costs instead
-  (``policy.edge_weights``, ATSP's ``cost_matrix``): the bias is then always on and reads ``phi_h(c_ij)``
+  (``policy.edge_weights``, e.g. a ``cost_matrix``): the bias is then always on and reads ``phi_h(c_ij)``
   of the cost from i to j (so node i attends by its outgoing costs; the matrix need not be symmetric),
   and each node's initial features are four numbers of its row and column of the matrix (the least and
   the mean cost out of it, the least and the mean cost into it, diagonal excluded;

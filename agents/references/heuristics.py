@@ -19,26 +19,25 @@ Two forms, one implementation:
 name                 what it does
 ==================== ========================================================================================
 ``random``           uniform over the allowed nodes
-``nearest``          nearest allowed node (without a depot (TSP) from node 0; a depot only when no customer
-                     is allowed (CVRP, SDVRP, OP; every depot of ``depots_by``: MTVRP), except where
-                     ``optional_visits == "prize_collecting"`` (PCTSP, SPCTSP): back as soon as the depot is allowed and
-                     nearest)
-``greedy``           nearest feasible node, by the problem's ``optional_visits``: none (TSP, CVRP, SDVRP): as
-                     ``nearest``; ``"orienteering"`` (OP): the best prize per distance among the reachable
-                     nodes; ``"prize_collecting"`` (PCTSP, SPCTSP on expected prizes): collect the prize by
-                     nearest neighbour, then keep visiting the nearest node while its penalty exceeds its
-                     detour
+``nearest``          nearest allowed node (without a depot from node 0; a depot, any of ``depots_by``, only when
+                     no customer is allowed, except where ``optional_visits == "prize_collecting"``: back as
+                     soon as the depot is allowed and nearest)
+``greedy``           nearest feasible node, by the problem's ``optional_visits``: none: as ``nearest``;
+                     ``"orienteering"``: the best prize per distance among the reachable nodes;
+                     ``"prize_collecting"`` (on the observed prizes): collect the prize by nearest neighbour,
+                     then keep visiting the nearest node while its penalty exceeds its detour
 ``nearest_insertion`` without a depot: insert the node nearest to the tour at its cheapest position
 ``farthest_insertion`` without a depot: insert the node farthest from the tour at its cheapest position
 ``random_insertion``  without a depot: insert nodes in random order (seed 0) at their cheapest position
-``2opt``             without a depot: farthest insertion then 2-opt; with routes that return to the depot
-                     (CVRP, SDVRP): ``greedy`` then intra-route 2-opt; with optional visits (OP, PCTSP): ``greedy``,
-                     then rounds of 2-opt and node insertion / removal (:func:`improve_routes`)
+``2opt``             without a depot: farthest insertion then 2-opt; with routes that return to the depot:
+                     ``greedy`` then intra-route 2-opt; with optional visits: ``greedy``, then rounds of 2-opt
+                     and node insertion / removal (:func:`improve_routes`)
 ==================== ========================================================================================
 
 The insertions and ``2opt`` plan whole tours from the instance, so their policies read it from the first
-observation (``Problem.instance_from_observation``): not where it is hidden (SPCTSP's real prizes), and,
-as they measure Euclidean distances, not where nodes have no coordinates (``policy.coordinates`` None).
+observation (``Problem.instance_from_observation``): not where it is hidden (an observation of expected values
+only), and, as they measure Euclidean distances, not where nodes have no coordinates (``policy.coordinates``
+None).
 ``nearest`` measures the problem's declared travel costs where it has them (``policy.edge_weights``, the
 cost from the current node's row), Euclidean distances otherwise.
 
