@@ -136,7 +136,12 @@ SINGLE = ["CVRP", "OVRP", "VRPB", "VRPMB", "VRPL", "VRPTW", "MDCVRP"]
 FULL = ["MDOVRPMBLTW", "MDVRPBLTW", "OVRPBLTW", "VRPMBLTW"]
 
 
-@pytest.mark.parametrize("variant", SINGLE + FULL)
+def every_variant(default: list[str], names=tuple(VARIANTS)) -> list:
+    """``names`` as parameters, those outside ``default`` marked slow (``pytest -m slow`` runs them)."""
+    return [v if v in default else pytest.param(v, marks=pytest.mark.slow) for v in names]
+
+
+@pytest.mark.parametrize("variant", every_variant(SINGLE + FULL))
 def test_mtvrp__masks_and_costs_equal_the_judge_on_every_episode(variant):
     seen = 0
     for seed in range(3):
@@ -267,9 +272,10 @@ def own_cost(locs, feats, tour):
 
 
 PYVRP_VARIANTS = ["CVRP", "OVRP", "VRPMB", "VRPL", "VRPTW", "MDCVRP", "MDOVRPMBLTW", "VRPMBLTW", "OVRPLTW"]
+EXPRESSIBLE = [v for v, f in VARIANTS.items() if not (f.backhaul and not f.mixed)]  # PyVRP has no B order
 
 
-@pytest.mark.parametrize("variant", PYVRP_VARIANTS)
+@pytest.mark.parametrize("variant", every_variant(PYVRP_VARIANTS, EXPRESSIBLE))
 def test_mtvrp__pyvrp_cost_equals_our_tour_cost(variant):
     """PyVRP's routes replay feasibly through the unit and our ``tour_cost`` equals PyVRP's own distance."""
     pytest.importorskip("pyvrp")
