@@ -2,8 +2,8 @@
 shortest-Hamiltonian-path (SHPP) instances, each new path kept only where it is strictly shorter.
 
 A round cuts every tour into windows of up to ``window`` edges (``window + 1`` consecutive nodes, the first
-and last fixed; the windows of a round share only their ends). A TSP tour is cut from position ``offset``
-all round, the last window shorter where ``window`` does not divide N; a depot problem's routes (CVRP) are
+and last fixed; the windows of a round share only their ends). A closed tour is cut from position ``offset``
+all round, the last window shorter where ``window`` does not divide N; a depot problem's routes are
 revised route by route, each cut at the depot and at every ``window`` edges from ``offset`` modulo
 ``window``, so no customer changes route and every load stays. Each window becomes an SHPP-``window``
 instance: its start first, its end last (a shorter window padded with copies of its end), its coordinates
@@ -161,8 +161,8 @@ def revise(policy, problem, instances, tours, *, window: int = 20, rounds: int =
     Args:
         policy: a policy of the protocol for ``"shpp"`` (an attention model trained on SHPP-``window``, say;
             put in evaluation mode here).
-        problem: the problem unit or its name: a closed tour over Euclidean nodes (TSP), or routes from a
-            depot (node 0) serving every customer (CVRP), revised route by route (no customer changes route).
+        problem: the problem unit or its name: a closed tour over Euclidean nodes, or routes from a
+            depot (node 0) serving every customer, revised route by route (no customer changes route).
             Other depot problems without optional visits are accepted, but a revised tour that breaks their own
             rules (time windows, pickup before delivery) is dropped whole: their input comes back.
         instances: a batch of B instances with ``locs`` (B, N, 2).
