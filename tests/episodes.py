@@ -9,12 +9,13 @@ import torch
 from routing_gym.problems import step, tour_cost
 
 
-def every_episode(problem, inst, new_model, cost) -> list[tuple[list[int], float]]:
+def every_episode(problem, inst, new_model, cost, at_end=None) -> list[tuple[list[int], float]]:
     """Follow the mask of ``problem`` depth-first through every feasible episode of the batch-1 instance
     ``inst``. After each prefix of actions the unit's mask must allow exactly what ``new_model()`` (an object
     with ``apply(action)``, ``allowed() -> set`` and ``done``) allows after the same prefix; a finished
     episode's rewards must sum to ``-cost(actions)``, and :func:`tour_cost` of the episodes (padded with 0)
-    must equal ``cost``. Returns the (actions, cost) pairs."""
+    must equal ``cost``; ``at_end(state)``, if given, checks each finished state. Returns the (actions, cost)
+    pairs."""
     episodes = []
 
     def dfs(state, actions, ret):
@@ -23,6 +24,8 @@ def every_episode(problem, inst, new_model, cost) -> list[tuple[list[int], float
             model.apply(a)
         if state.done.item():
             assert model.done and ret == pytest.approx(-cost(actions), abs=1e-5)
+            if at_end is not None:
+                at_end(state)
             episodes.append((actions, cost(actions)))
             return
         assert not model.done

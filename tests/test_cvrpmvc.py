@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from episodes import every_episode as judge_every_episode
 from routing_gym.problems import CVRP, CVRPMVC, step, tour_cost
 from routing_gym.problems.cvrpmvc import EXTRA_ROUTE_PENALTY, routes_beyond_fleet
 
@@ -62,34 +63,19 @@ def instance(locs, demand, k):
 
 
 def every_episode(inst):
-    """Follow the mask depth-first through every feasible episode, checking each mask against the model's
-    allowed set and each episode's summed reward and ``tour_cost`` against the model's cost; returns the
-    episodes as (actions, model)."""
+    """The shared judge (:func:`episodes.every_episode`) with :class:`Model` as the rules and its cost, and
+    each episode's routes beyond the fleet as the model counts them; returns the episodes as (actions, model)."""
     args = (inst.locs[0].double().numpy(), inst.demand[0].double().numpy(), int(inst.num_vehicles[0]))
-    episodes = []
 
-    def dfs(state, actions, ret):
+    def replay(actions):
         model = Model(*args)
         for a in actions:
             model.apply(a)
-        if state.done.item():
-            assert model.done and ret == pytest.approx(-model.cost, abs=1e-5)
-            episodes.append((actions, model))
-            return
-        assert not model.done
-        allowed = set(state.mask[0].nonzero().flatten().tolist())
-        assert allowed == model.allowed(), f"after {actions}"
-        for a in sorted(allowed):
-            nxt, r, invalid = step(CVRPMVC, state, torch.tensor([a]))
-            assert not invalid.item()
-            dfs(nxt, actions + [a], ret + float(r[0]))
+        return model
 
-    dfs(CVRPMVC.reset(inst), [], 0.0)
-    width = max(len(a) for a, _ in episodes)
-    tours = torch.tensor([a + [0] * (width - len(a)) for a, _ in episodes])
-    batch = CVRPMVC.Instance(*(f.expand(len(episodes), *f.shape[1:]) for f in inst))
-    for (actions, model), c in zip(episodes, tour_cost(CVRPMVC, batch, tours).tolist()):
-        assert c == pytest.approx(model.cost, abs=1e-5)
+    episodes = [(actions, replay(actions))
+                for actions, _ in judge_every_episode(CVRPMVC, inst, lambda: Model(*args), lambda a: replay(a).cost)]
+    for actions, model in episodes:
         assert routes_beyond_fleet(actions, args[2]) == max(0, model.routes - args[2])
     return episodes
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from episodes import every_episode
 from routing_gym.problems import CVRP, PCTSP, step, tour_cost
 from routing_gym.problems.sdvrp import SDVRP, max_steps
 from routing_gym.problems.spctsp import SPCTSP
@@ -81,37 +82,18 @@ class SPCTSPModel:
 
 
 def check_every_episode(problem, inst, make_model):
-    """Follow the mask depth-first through every feasible episode; at every step the mask must be the
-    model's allowed set, and every episode's summed reward (and ``tour_cost``) minus the model's cost.
-    Returns the episodes as (actions, model)."""
+    """The shared judge (:func:`episodes.every_episode`) with ``make_model()`` as the rules and its ``cost``;
+    returns the episodes as (actions, model after them)."""
     locs = inst.locs[0].double().numpy()
-    episodes = []
 
-    def dfs(state, model, actions, ret):
-        if state.done.item():
-            assert model.done
-            assert ret == pytest.approx(-model.cost(locs, actions), abs=1e-5)
-            episodes.append((actions, model))
-            return
-        assert not model.done
-        allowed = set(state.mask[0].nonzero().flatten().tolist())
-        assert allowed == model.allowed(), f"after {actions}"
-        for a in sorted(allowed):
-            nxt, r, invalid = step(problem, state, torch.tensor([a]))
-            assert not invalid.item()
-            child = make_model()
-            for b in actions + [a]:
-                child.apply(b)
-            dfs(nxt, child, actions + [a], ret + float(r[0]))
+    def replay(actions):
+        model = make_model()
+        for a in actions:
+            model.apply(a)
+        return model
 
-    dfs(problem.reset(inst), make_model(), [], 0.0)
-    width = max(len(a) for a, _ in episodes)
-    tours = torch.tensor([a + [0] * (width - len(a)) for a, _ in episodes])
-    batch = problem.Instance(*(f.expand(len(episodes), *f.shape[1:]) for f in inst))
-    costs = tour_cost(problem, batch, tours)
-    for (actions, model), c in zip(episodes, costs.tolist()):
-        assert c == pytest.approx(model.cost(locs, actions), abs=1e-5)
-    return episodes
+    found = every_episode(problem, inst, make_model, lambda actions: replay(actions).cost(locs, actions))
+    return [(actions, replay(actions)) for actions, _ in found]
 
 
 # ------------------------------------------------------------------------------------------- SDVRP

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from routing_gym.problems import SHPP, step, tour_cost
+from episodes import every_episode as judge_every_episode
+from routing_gym.problems import SHPP, tour_cost
 
 
 class Model:
@@ -21,6 +22,9 @@ class Model:
         self.locs = np.asarray(locs, np.float64)
         self.end = len(self.locs) - 1
         self.seq = []
+
+    def apply(self, action):
+        self.seq.append(action)
 
     def allowed(self):
         left = {j for j in range(1, self.end) if j not in self.seq}
@@ -44,32 +48,19 @@ def own_cost(locs, feats, tour):
 
 
 def every_episode(inst):
-    """Follow the mask depth-first through every feasible episode; the mask must be the model's allowed set
-    at every step and each episode's summed rewards and ``tour_cost`` minus / equal to the model's cost."""
+    """The shared judge (:func:`episodes.every_episode`) with :class:`Model` as the rules and its cost; a
+    finished episode's mask holds only the no-op, staying at the end."""
     locs = inst.locs[0].double().numpy()
-    episodes = []
 
-    def dfs(state, seq, ret):
+    def cost(seq):
         model = Model(locs)
         model.seq = list(seq)
-        if bool(state.done[0]):
-            assert model.done and ret == pytest.approx(-model.cost(), abs=1e-5)
-            assert int(state.mask[0].sum()) == 1 and int(state.mask[0, -1]) == 1  # the no-op: stay at the end
-            episodes.append((seq, model.cost()))
-            return
-        assert not model.done
-        allowed = set(state.mask[0].nonzero().flatten().tolist())
-        assert allowed == model.allowed(), f"after {seq}"
-        for a in sorted(allowed):
-            nxt, r, invalid = step(SHPP, state, torch.tensor([a]))
-            assert not invalid.item()
-            dfs(nxt, seq + [a], ret + float(r[0]))
+        return model.cost()
 
-    dfs(SHPP.reset(inst), [], 0.0)
-    tours = torch.tensor([s for s, _ in episodes])
-    costs = tour_cost(SHPP, SHPP.Instance(inst.locs.expand(len(episodes), -1, -1)), tours)
-    assert costs.tolist() == pytest.approx([c for _, c in episodes], abs=1e-5)
-    return episodes
+    def only_the_noop(state):
+        assert int(state.mask[0].sum()) == 1 and int(state.mask[0, -1]) == 1
+
+    return judge_every_episode(SHPP, inst, lambda: Model(locs), cost, at_end=only_the_noop)
 
 
 @pytest.mark.parametrize("n,seed", [(1, 0), (2, 1), (3, 2), (4, 3), (5, 4)])

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from routing_gym.problems import SVRP, step, tour_cost
+from episodes import every_episode as judge_every_episode
+from routing_gym.problems import SVRP, tour_cost
 
 RATES = (1.0, 2.0, 3.0)  # RL4CO's default tech_costs
 
@@ -26,6 +27,9 @@ class Model:
         self.techs = np.asarray(techs, np.float64)
         self.skills = np.asarray(skills, np.float64)
         self.seq = []
+
+    def apply(self, action):
+        self.seq.append(action)
 
     @property
     def tech(self):
@@ -63,33 +67,15 @@ def own_cost(locs, feats, tour):
 
 
 def every_episode(inst):
-    """Follow the mask depth-first through every feasible episode; the mask must be the model's allowed set
-    at every step and each episode's summed rewards and ``tour_cost`` minus / equal to the model's cost."""
+    """The shared judge (:func:`episodes.every_episode`) with :class:`Model` as the rules and its cost."""
     args = [inst.locs[0].double().numpy(), inst.techs[0].double().numpy(), inst.skills[0].double().numpy()]
-    episodes = []
 
-    def dfs(state, seq, ret):
+    def cost(seq):
         model = Model(*args)
         model.seq = list(seq)
-        if bool(state.done[0]):
-            assert model.done and ret == pytest.approx(-model.cost(), abs=1e-5)
-            episodes.append((seq, model.cost()))
-            return
-        assert not model.done
-        allowed = set(state.mask[0].nonzero().flatten().tolist())
-        assert allowed == model.allowed(), f"after {seq}"
-        for a in sorted(allowed):
-            nxt, r, invalid = step(SVRP, state, torch.tensor([a]))
-            assert not invalid.item()
-            dfs(nxt, seq + [a], ret + float(r[0]))
+        return model.cost()
 
-    dfs(SVRP.reset(inst), [], 0.0)
-    width = max(len(s) for s, _ in episodes)
-    tours = torch.tensor([s + [0] * (width - len(s)) for s, _ in episodes])
-    batch = SVRP.Instance(*(f.expand(len(episodes), *f.shape[1:]) for f in inst))
-    costs = tour_cost(SVRP, batch, tours)
-    assert costs.tolist() == pytest.approx([c for _, c in episodes], abs=1e-5)
-    return episodes
+    return judge_every_episode(SVRP, inst, lambda: Model(*args), cost)
 
 
 @pytest.mark.parametrize("n,seed", [(1, 0), (2, 1), (3, 2), (4, 3), (4, 4), (5, 5)])
