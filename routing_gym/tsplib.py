@@ -140,7 +140,7 @@ def load(path: str | os.PathLike, table: Mapping[str, float] | str | os.PathLike
             raise ValueError(f"{path}: {key.upper()} (a constraint beyond capacity) cannot be represented: "
                              "plain CVRP only, so the instance would be solved without it")
     if problem == "atsp" or (problem == "cvrp" and weight_type == "EXPLICIT"):
-        return load_matrix(path, raw, text, name, weight_type, table, device)
+        return load_matrix(path, raw, text, name, problem, weight_type, table, device)
     if weight_type == "EXPLICIT":
         raise ValueError(f"{path}: EDGE_WEIGHT_TYPE EXPLICIT (a distance matrix) cannot be represented for a TSP: "
                          "write it as TYPE ATSP (the ATSP unit takes a matrix)")
@@ -201,13 +201,14 @@ def read_demand(path: Path, raw: dict, text: str, n: int) -> tuple[np.ndarray, f
     return order, capacity, demand.astype(np.int64)
 
 
-def load_matrix(path: Path, raw: dict, text: str, name: str, weight_type: str, table, device: Any) -> RealInstance:
+def load_matrix(path: Path, raw: dict, text: str, name: str, problem: str, weight_type: str, table,
+                device: Any) -> RealInstance:
     """An ATSP file, or a CVRP file with ``EDGE_WEIGHT_TYPE EXPLICIT`` (into the ACVRP unit, its depot first):
     its explicit (N, N) matrix, checked (square, finite, >= 0 off the diagonal), the diagonal taken as 0,
     divided by its largest entry into the unit's ``cost_matrix``."""
-    kind = "CVRP" if "capacity" in raw or str(raw.get("type", "")).upper().startswith("CVRP") else "ATSP"
+    kind = problem.upper()  # the file's TYPE: ATSP, or CVRP (read into the ACVRP unit)
     if weight_type != "EXPLICIT" or "edge_weight" not in raw:
-        raise ValueError(f"{path}: TYPE ATSP needs EDGE_WEIGHT_TYPE EXPLICIT and an EDGE_WEIGHT_SECTION (its "
+        raise ValueError(f"{path}: TYPE {kind} needs EDGE_WEIGHT_TYPE EXPLICIT and an EDGE_WEIGHT_SECTION (its "
                          f"matrix), got EDGE_WEIGHT_TYPE {weight_type}")
     n = raw.get("dimension")
     if isinstance(n, bool) or not isinstance(n, int) or n < 2:
@@ -221,8 +222,8 @@ def load_matrix(path: Path, raw: dict, text: str, name: str, weight_type: str, t
     np.fill_diagonal(matrix, 0.0)
     if not np.isfinite(matrix).all() or (matrix < 0).any():
         raise ValueError(f"{path}: EDGE_WEIGHT_SECTION must hold finite numbers >= 0 off the diagonal")
-    order, demand, capacity, problem = np.arange(n), None, None, "atsp"
-    if kind == "CVRP":
+    order, demand, capacity = np.arange(n), None, None
+    if problem == "cvrp":
         order, capacity, demand = read_demand(path, raw, text, n)
         matrix, problem = matrix[np.ix_(order, order)], "acvrp"
     scale = float(matrix.max()) or 1.0
