@@ -366,10 +366,9 @@ def route_nodes(route) -> list[int]:
 
 
 def pyvrp_solver(name: str, data: dict, time_limit: float, seed: int) -> list[int]:
-    n = len(data["demand"] if name == "acvrp" else data["locs"])
     if name == "tsp":
         routes, *_ = pyvrp_routes(data, solver_distances(data), time_limit=time_limit, seed=seed)
-        return [0] + routes[0] if routes else list(range(n))
+        return [0] + routes[0] if routes else list(range(len(data["locs"])))
     if name in ("cvrp", "acvrp"):
         demand = np.rint(data["demand"].astype(np.float64) * SCALE).astype(np.int64)
         routes, *_ = pyvrp_routes(data, solver_distances(data), demand=demand, vehicles=len(demand) - 1,
@@ -378,7 +377,7 @@ def pyvrp_solver(name: str, data: dict, time_limit: float, seed: int) -> list[in
     if name == "op":
         dist = int_distances(data["locs"], round_up=True)
         coarse = np.rint(dist / (SCALE // 100)).astype(np.int64)  # lengths in 1e-2: the tie-break, as durations
-        weight = int(coarse.max()) * n + 1  # above any tour's coarse length: prize first
+        weight = int(coarse.max()) * len(dist) + 1  # above any tour's coarse length: prize first
         prize = np.rint(data["prize"].astype(np.float64) * PRIZE_RESOLUTION).astype(np.int64) * weight
         routes, *_ = pyvrp_routes(data, dist, prize=prize, max_distance=op_budget(data), distance_cost=0,
                                  duration=coarse, time_limit=time_limit, seed=seed)
