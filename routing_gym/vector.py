@@ -6,6 +6,7 @@ observations, rewards and terminations), but all B step in one batched call of t
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import gymnasium as gym
@@ -160,26 +161,38 @@ def renew(state, rows: Tensor, pool, pool_next: Tensor):
     return where_rows(rows, gather_rows(pool, take), state)
 
 
+def renewal(problem, state, rows: Tensor, returns: Tensor, elapsed: Tensor, tours: Tensor, ended_invalid: Tensor,
+            pool, pool_next: Tensor, *, mode: str):
+    """The automatic resets of the sub-envs flagged in ``rows`` (B,) bool: their last observation
+    (``SAME_STEP``, else None), :func:`renew` of their states and :func:`clear_records` of their records.
+    Returns ``(state, last)``."""
+    last = observation(problem, state) if mode == AutoresetMode.SAME_STEP.value else None
+    state = renew(state, rows, pool, pool_next)
+    clear_records(rows, returns, elapsed, tours, ended_invalid)
+    return state, last
+
+
 def advance_and_renew(problem, prev, actions: Tensor, resetting: Tensor, returns: Tensor, elapsed: Tensor,
                       tours: Tensor, ended_invalid: Tensor, pool, pool_next: Tensor, *, mode: str,
-                      max_episode_steps: int | None, skip_idle: bool):
-    """One vector-env step with its automatic resets, what ``compile=True`` compiles as one function:
-    :func:`advance`, then :func:`renew` of the sub-envs the autoreset mode resets now (``NEXT_STEP``: those
-    in ``resetting``, which ended in the previous step; ``SAME_STEP``: those that ended in this one, after
-    their last observation is taken) and :func:`clear_records` of their records. ``skip_idle``: skip the
-    renewal where no sub-env resets (a host read, for eager code on the CPU; compiled code renews always).
+                      max_episode_steps: int | None, skip_idle: bool, parts=None):
+    """One vector-env step with its automatic resets: :func:`advance`, then :func:`renewal` of the sub-envs
+    the autoreset mode resets now (``NEXT_STEP``: those in ``resetting``, which ended in the previous step;
+    ``SAME_STEP``: those that ended in this one, after their last observation is taken).
+
+    ``skip_idle``: skip the renewal in steps where no sub-env resets (a host read: free on the CPU; off the
+    CPU every step renews, with no-op rows, so that nothing synchronises). ``parts``: ``(advance, renewal)``
+    to call instead of the two functions (the compiled ones, see :meth:`RoutingVectorEnv._stepper`).
 
     Returns :func:`advance`'s values and the last observation (``SAME_STEP``, else None)."""
-    state, reward, terminated, truncated, final, infos = advance(
+    advance_fn, renewal_fn = parts or (advance, renewal)
+    state, reward, terminated, truncated, final, infos = advance_fn(
         problem, prev, actions, resetting, returns, elapsed, tours, ended_invalid, mode=mode,
         max_episode_steps=max_episode_steps)
     rows = {AutoresetMode.NEXT_STEP.value: resetting, AutoresetMode.SAME_STEP.value: final}.get(mode)
     last = None
     if rows is not None and not (skip_idle and not bool(rows.any())):
-        if mode == AutoresetMode.SAME_STEP.value:
-            last = observation(problem, state)
-        state = renew(state, rows, pool, pool_next)
-        clear_records(rows, returns, elapsed, tours, ended_invalid)
+        state, last = renewal_fn(problem, state, rows, returns, elapsed, tours, ended_invalid, pool, pool_next,
+                                 mode=mode)
     return state, reward, terminated, truncated, final, infos, last
 
 
@@ -259,6 +272,9 @@ class RoutingVectorEnv(VectorEnv):
         self.autoreset_mode = check_autoreset_mode(autoreset_mode)  # read by wrappers and TorchRL, as SyncVectorEnv's
         self.device = resolve_device(device)
         self.compile = check_flag(compile, "compile")
+        # a step may read a tensor on the host (free on the CPU; numpy mode reads anyway); elsewhere the pool
+        # of automatic resets is regenerated on a host-side schedule
+        self._reads_host = self.device.type == "cpu" or self.array_type == "numpy"
         self._advance = self._stepper()
         self.render_size = check_render_size(frame_size(render_size))
         self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": ["rgb_array"], "render_fps": 4}
@@ -270,8 +286,16 @@ class RoutingVectorEnv(VectorEnv):
         self._allocate()
 
     def _stepper(self):
-        """:func:`advance_and_renew`, compiled for this device where ``compile`` is set."""
-        return compiled(advance_and_renew, self.device.type, self.problem) if self.compile else advance_and_renew
+        """:func:`advance_and_renew`, and with ``compile`` its compiled form: where a step may read the host
+        (the CPU, :attr:`_reads_host`), :func:`advance` and :func:`renewal` compiled apart, so that the renewal
+        runs only in the steps where a sub-env resets; elsewhere the whole step compiled as one function, which
+        renews every step (no-op rows included) and never synchronises."""
+        if not self.compile:
+            return advance_and_renew
+        if self._reads_host:
+            parts = tuple(compiled(fn, self.device.type, self.problem) for fn in (advance, renewal))
+            return functools.partial(advance_and_renew, parts=parts)
+        return compiled(advance_and_renew, self.device.type, self.problem)
 
     def _allocate(self) -> None:
         """The records the env keeps per sub-env on the device, the generator of automatic resets and
@@ -290,9 +314,6 @@ class RoutingVectorEnv(VectorEnv):
         self._viewer = None
         self._pool = None  # fresh states for automatic resets (:meth:`_refill`), taken in order from _pool_next
         self._pool_next = torch.zeros((), dtype=torch.long, device=dev)
-        # a step may read a tensor on the host (free on the CPU; numpy mode reads anyway); elsewhere the pool
-        # of automatic resets is regenerated on a host-side schedule
-        self._reads_host = dev.type == "cpu" or self.array_type == "numpy"
         self._autoreset_steps = 0
 
     # -- instances ---------------------------------------------------------------------------------
@@ -397,7 +418,7 @@ class RoutingVectorEnv(VectorEnv):
         state, reward, terminated, truncated, final, infos, last = self._advance(
             self.problem, self.state, a, resetting, self._return, self._elapsed, self._tours, self._invalid,
             self._pool, self._pool_next, mode=mode.value, max_episode_steps=self.max_episode_steps,
-            skip_idle=self._reads_host and not self.compile)
+            skip_idle=self._reads_host)
         self.state = state
         if mode == AutoresetMode.NEXT_STEP:
             self._needs_reset = final

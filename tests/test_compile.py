@@ -116,17 +116,19 @@ DEFAULT_RUN = {("tsp", "NextStep"), ("cvrp", "NextStep"), ("op", "NextStep"), ("
                ("sdvrp", "NextStep"), ("tsp", "SameStep"), ("op", "SameStep"), ("cvrp", "Disabled")}
 
 
-@pytest.mark.parametrize("name,mode", [
-    pytest.param(n, m, marks=() if (n, m) in DEFAULT_RUN else pytest.mark.slow)
-    for n in sorted(routing_gym.PROBLEMS) for m in ("NextStep", "SameStep", "Disabled")])
-def test_vector_env__one_compiled_pass_steps_as_eager(name, mode):
-    """The compiled step (rules, masked-action penalty, records and automatic resets in one function) gives
-    the eager step's observations, rewards, ends and infos (:func:`assert_exact`), masked actions and
-    truncation included."""
+def steps_alike(name: str, mode: str, off_cpu_form: bool = False) -> None:
+    """Step an eager and a compiled vector env of problem ``name`` side by side, masked actions and
+    truncation included, and compare everything they return (:func:`assert_exact`). ``off_cpu_form``: both
+    envs step as they do on a device that does not read the host (one compiled function that renews every
+    step, the pool of fresh states on a schedule), here on the CPU."""
     problem = routing_gym.get_problem(name)
     envs = [gym.make_vec(f"routing/{problem.label}-v0", num_envs=6, num_nodes=problem.valid_num_nodes(5),
                          vectorization_mode="vector_entry_point", array_type="torch", autoreset_mode=mode,
                          max_episode_steps=8, compile=c) for c in (False, True)]
+    if off_cpu_form:
+        for env in envs:
+            env.unwrapped._reads_host = False
+            env.unwrapped._advance = env.unwrapped._stepper()
     obs = [env.reset(seed=1)[0] for env in envs]
     g = torch.Generator().manual_seed(0)
     for t in range(24):
@@ -135,3 +137,21 @@ def test_vector_env__one_compiled_pass_steps_as_eager(name, mode):
         for label, x, y in zip(("obs", "reward", "terminated", "truncated", "info"), out[0], out[1]):
             assert_exact(x, y, f"step {t} {label}")
         obs = [o[0] for o in out]
+
+
+@pytest.mark.parametrize("name,mode", [
+    pytest.param(n, m, marks=() if (n, m) in DEFAULT_RUN else pytest.mark.slow)
+    for n in sorted(routing_gym.PROBLEMS) for m in ("NextStep", "SameStep", "Disabled")])
+def test_vector_env__compiled_step_steps_as_eager(name, mode):
+    """The compiled step on the CPU (rules, masked-action penalty and records compiled as one function, the
+    automatic resets as another, run only in steps where a sub-env resets) gives the eager step's
+    observations, rewards, ends and infos."""
+    steps_alike(name, mode)
+
+
+@pytest.mark.parametrize("name,mode", [("tsp", "NextStep"), ("cvrp", "SameStep"),
+                                       pytest.param("op", "NextStep", marks=pytest.mark.slow)])
+def test_vector_env__one_compiled_pass_off_the_cpu_steps_as_eager(name, mode):
+    """The form a GPU steps with, one compiled function holding the rules, the penalty, the records and the
+    automatic resets of every step, gives its eager form's results too."""
+    steps_alike(name, mode, off_cpu_form=True)
