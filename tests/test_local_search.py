@@ -3,7 +3,7 @@ than its start, the moves checked by hand, batch and single runs alike."""
 import pytest
 import torch
 
-from agents.inference.local_search import Move, exchange, giant_actions, improve
+from agents.inference.local_search import INF, Move, exchange, giant_actions, improve, independent
 from agents.inference.search import pad_tours
 from agents.references.heuristics import construct, improve_routes, nearest_neighbour_tsp
 from agents.references.solvers import available, solve
@@ -128,6 +128,27 @@ def test_improve__same_on_a_batch_as_one_by_one(problem):
         assert torch.equal(pad_tours(one, width)[0], pad_tours(tours, width)[i]) if problem.has_depot \
             else torch.equal(one[0], tours[i])
         assert one_cost.item() == cost[i].item()
+
+
+def test_independent__cheapest_first_and_no_edge_in_common():
+    """Moves that replayed feasible and cheaper, cheapest first, none changing an edge (a - 1 .. d) another
+    kept one changes; at most ``most`` per row, -1 after the last."""
+    span = lambda *v: torch.tensor([v])  # noqa: E731
+    a, d = span(2, 4, 9, 12, 3), span(3, 6, 10, 14, 3)  # edges changed: 1-3, 3-6, 8-10, 11-14, 2-3
+    score = torch.tensor([[5.0, 4.0, 3.0, INF, 6.0]], dtype=torch.float64)
+    move = Move(score, a, a, d, d, torch.zeros_like(a, dtype=torch.bool), torch.zeros_like(a, dtype=torch.bool))
+    # cheapest first: 2 (8-10), 1 (3-6), then 0 (1-3) shares edge 3 with 1, 4 (2-3) too; 3 is not finite
+    assert independent(move, score, 4).tolist() == [[2, 1, -1, -1]]
+    assert independent(move, score, 1).tolist() == [[2]]
+
+
+def test_improve__one_round_with_moves_combined_gains_at_least_the_best_single_move():
+    inst = instances(CVRP, 16, 30, seed=5)
+    start = construct(CVRP, inst)
+    _, single = improve(CVRP, inst, start, max_rounds=1, combine=1)
+    tours, combined = improve(CVRP, inst, start, max_rounds=1, combine=8)
+    assert (combined <= single).all() and (combined < single).any()
+    assert torch.equal(tour_cost(CVRP, inst, tours), combined)
 
 
 def test_improve__deterministic():

@@ -13,8 +13,10 @@ for their feasibility and cost:
   swap, 2-opt within a route and 2-opt* between routes (tails exchanged, or head joined to head), on the
   giant tour (the routes one after another, a depot visit between two). A move may break the problem's
   constraints (capacity), so each round the ``candidates`` most improving moves of each kind are applied,
-  replayed through the unit, and the cheapest feasible one is kept when it is cheaper; a round that keeps
-  none tries the next ``candidates`` of each kind;
+  replayed through the unit, and the cheapest feasible one is kept when it is cheaper, or the feasible ones
+  that change no edge in common applied together where that replays feasible and cheaper (up to
+  ``combine`` a round); a round that keeps none tries the next ``candidates`` of each kind. A giant tour is
+  searched up to its last route and :data:`NEW_ROUTES` empty ones (places for a new route);
 - one route from the depot (optional visits): the same moves within that route, replayed;
 - nodes without coordinates (``policy.coordinates`` None: a cost matrix): no move; the tours are
   returned as given (the length changes above are Euclidean and symmetric, a reversed block costs the same).
@@ -40,6 +42,8 @@ from routing_gym.problems.base import as_tours, distance, replay
 from ..policies.protocol import select_rows
 
 EPS = 1e-9  # a move must shorten a sequence by more than this (float64 lengths)
+COMBINE = 8  # moves a round may make per tour with a depot (:func:`combined`)
+NEW_ROUTES = 2  # empty routes after the last one where a round's moves may start a route
 INF = float("inf")
 
 
@@ -278,11 +282,65 @@ def with_depot(actions: Tensor) -> Tensor:
     return torch.cat([zero, actions], dim=1)
 
 
+def independent(found: Move, score: Tensor, most: int) -> Tensor:
+    """(b, most) columns of ``found`` (b, C): per row, the moves that replayed feasible and cheaper (``score``
+    finite), cheapest first, each kept only where the edges it changes (``a - 1 .. d``) are none of those
+    already kept changes (-1 past the last). Such moves leave each other's positions in place and their
+    length changes add up."""
+    b, c = score.shape
+    order = score.argsort(dim=1)
+    lo, hi = (found.a - 1).gather(1, order), found.d.gather(1, order)  # (b, C) edge spans, cheapest first
+    kept = torch.zeros(b, c, dtype=torch.bool, device=score.device)
+    for t in range(c):
+        clash = (kept & (lo <= hi[:, t, None]) & (lo[:, t, None] <= hi)).any(dim=1)
+        kept[:, t] = (score.gather(1, order[:, t, None]).squeeze(1) < INF) & ~clash & (kept.sum(dim=1) < most)
+    rank = torch.where(kept, kept.long().cumsum(dim=1) - 1, most)  # the t-th kept move goes to column t
+    cols = torch.full((b, most + 1), -1, dtype=torch.long, device=score.device)
+    return cols.scatter_(1, rank, torch.where(kept, order, -1))[:, :most]
+
+
+def combined(problem, instance, s: Tensor, found: Move, score: Tensor, best: Tensor, chosen: Tensor,
+             most: int) -> tuple[Tensor, Tensor]:
+    """Up to ``most`` :func:`independent` moves applied together to the giant tours ``s`` (b, L), as
+    prefixes (the first two, the first three, ...) replayed through the unit (moves feasible alone may not
+    be together: two customers moved into one route); per row the cheapest feasible of these and of the
+    single best move (``best`` (b,), its giant tour ``chosen``) is returned as ``(cost, giant tour)``."""
+    cols = independent(found, score, most)
+    b, length = s.shape
+    none = torch.tensor([1, 0, 1, 0], device=s.device)  # empty blocks: the identity
+    prefixes, seq = [], s
+    for t in range(cols.shape[1]):
+        col = cols[:, t, None]
+        move = Move(None, *(f.gather(1, col.clamp(min=0)) for f in found[1:]))
+        ends = [torch.where(col >= 0, f, none[k]) for k, f in enumerate(move[1:5])]
+        seq = exchange(seq, Move(None, *ends, move.rev1, move.rev2))
+        prefixes.append(seq)
+    many = (cols >= 0).sum(dim=1)  # moves kept per row
+    row, t = ((many[:, None] > torch.arange(1, most, device=s.device)) ).nonzero().unbind(1)
+    if row.numel() == 0:
+        return best, chosen
+    t = t + 1  # prefix t holds t + 1 moves
+    tried = torch.stack(prefixes, dim=1)[row, t]
+    actions = giant_actions(tried)
+    new_cost, feasible, _ = replay(problem, select_rows(instance, row), actions)
+    better = feasible & (new_cost < best[row])
+    for k in range(1, most):  # longer prefixes last: the cheapest feasible wins (ties: the longer one)
+        at = better & (t == k)
+        pick = torch.zeros(b, dtype=torch.bool, device=s.device).index_fill_(0, row[at], True)
+        cost_k = torch.full((b,), INF, dtype=torch.float64, device=s.device).index_copy_(0, row[at], new_cost[at])
+        tour_k = chosen.index_copy(0, row[at], with_depot(actions[at]))
+        pick = pick & (cost_k <= best)
+        best, chosen = torch.where(pick, cost_k, best), torch.where(pick[:, None], tour_k, chosen)
+    return best, chosen
+
+
 def replayed_descent(problem, instance, seq: Tensor, cost: Tensor, kinds, between: bool, candidates: int,
-                     max_rounds: int, deadline: float | None) -> Tensor:
+                     max_rounds: int, deadline: float | None, combine: int = 1) -> Tensor:
     """Giant tours (B, L) improved by rounds of: the ``candidates`` most improving moves of each kind
     (beyond those a round already tried in vain), applied and replayed through the unit; the cheapest
-    feasible one that is cheaper than ``cost`` (B,) (the current replayed cost) kept."""
+    feasible one that is cheaper than ``cost`` (B,) (the current replayed cost) kept. ``combine`` > 1: up to
+    that many of the feasible ones that change no edge in common are also tried together (:func:`combined`),
+    so that a round may make several moves."""
     dist = distances(instance.locs)
     b_all, dev = seq.shape[0], seq.device
     seq, cost = seq.clone(), cost.clone()
@@ -292,7 +350,8 @@ def replayed_descent(problem, instance, seq: Tensor, cost: Tensor, kinds, betwee
         idx = active.nonzero().squeeze(1)
         if idx.numel() == 0 or past(deadline):
             break
-        s = seq[idx]
+        width = min(seq.shape[1], int((seq[idx] != 0).any(dim=0).nonzero().max()) + 2 + NEW_ROUTES)
+        s = seq[idx, :width]  # the routes, then NEW_ROUTES empty ones (positions beyond hold only the depot)
         found = best_moves(pairs(dist[idx], s), layout(s == 0, between), kinds, candidates, floor[idx])
         b, c = found.delta.shape
         valid = found.delta < -EPS  # (b, C)
@@ -309,7 +368,9 @@ def replayed_descent(problem, instance, seq: Tensor, cost: Tensor, kinds, betwee
         slot = torch.full((b, c), -1, dtype=torch.long, device=dev)
         slot[row, col] = torch.arange(row.shape[0], device=dev)
         chosen = with_depot(actions[slot[torch.arange(b, device=dev), pick].clamp(min=0)])
-        seq[idx] = torch.where(take[:, None], chosen, s)
+        if combine > 1:
+            best, chosen = combined(problem, select_rows(instance, idx), s, found, score, best, chosen, combine)
+        seq[idx, :width] = torch.where(take[:, None], chosen, s)
         cost[idx] = torch.where(take, best, cost[idx])
         per_kind = found.delta.view(b, len(kinds), -1).masked_fill(~valid.view(b, len(kinds), -1), -INF)
         floor[idx] = torch.where(take[:, None], -INF, torch.maximum(floor[idx], per_kind.amax(dim=2)))
@@ -326,7 +387,7 @@ def pad_like(tours: Tensor, width: int, has_depot: bool) -> Tensor:
 
 @torch.no_grad()
 def improve(problem, instance, tours, *, max_rounds: int = 1000, time_limit: float | None = None,
-            candidates: int = 4) -> tuple[Tensor, Tensor]:
+            candidates: int = 4, combine: int = COMBINE) -> tuple[Tensor, Tensor]:
     """Local search from ``tours`` (see the module docstring for the moves each problem gets).
 
     Args:
@@ -337,6 +398,8 @@ def improve(problem, instance, tours, *, max_rounds: int = 1000, time_limit: flo
         max_rounds: improvement rounds at most (a round makes at most one move per instance).
         time_limit: seconds after which no round starts (None: none); the batch shares it.
         candidates: moves of each kind replayed per instance and round (tours with a depot).
+        combine: moves per instance and round at most (tours with a depot): the feasible candidates that
+            change no edge in common are also tried together (1: one move a round).
 
     Returns:
         ``(tours (B, S') int64, cost (B,) float64)``: each tour the improved one where that replays feasible
@@ -356,7 +419,7 @@ def improve(problem, instance, tours, *, max_rounds: int = 1000, time_limit: flo
         seq = with_depot(giant_actions(with_depot(pad_like(tours, tours.shape[1] + 2, True))))
         kinds = ROUTES if problem.optional_visits is None else ONE_ROUTE
         better = giant_actions(replayed_descent(problem, instance, seq, cost, kinds, problem.optional_visits is None,
-                                                candidates, max_rounds, deadline))
+                                                candidates, max_rounds, deadline, combine))
         used = (better != 0).any(dim=0).nonzero()
         better = better[:, :min(better.shape[1], int(used.max()) + 2 if used.numel() else 1)]
     width = max(tours.shape[1], better.shape[1])

@@ -10,7 +10,8 @@
    square, then POMO's multi-start on them, a few start nodes at a time while ``construction_share`` of
    the budget lasts (multi-start over every node of a 200-node instance, x 8, takes about 18 s on one
    CPU thread, so it is cut to what fits);
-3. **local search** (:func:`agents.inference.local_search.improve`) from both, with the time left;
+3. **local search** (:func:`agents.inference.local_search.improve`) from the cheaper of the two, with the
+   time left (searching from both spent half of each round on the worse start);
 4. for tours without a depot (TSP), while time is left: **iterated local search** from each instance's
    best tour, ``perturbations`` copies at a time, each a random local double bridge (blocks B and C of
    ``A B C D`` exchanged, :func:`~agents.inference.local_search.exchange`) searched again; the cheapest
@@ -46,7 +47,7 @@ class Found(NamedTuple):
     cost: Tensor  # (B,) float64 tour_cost of ``tours``
     tours: Tensor  # (B, S) int64 actions in the env's format, padded with the no-op
     construction: Tensor  # (B,) float64 cost of the policy's construction (+inf without a policy)
-    searched: Tensor  # (B,) float64 after local search from the construction and the start, before perturbation
+    searched: Tensor  # (B,) float64 after local search from the cheaper of the construction and the start, before perturbation
     baseline: Tensor  # (B,) float64 cost of nearest neighbour + 2-opt
 
 
@@ -166,15 +167,8 @@ def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, 
     else:
         built_cost, built = construction(policy, problem, instances, began + construction_share * budget,
                                          augment=augment, batch_size=batch_size)
-    b = start.shape[0]
-    width = max(start.shape[1], built.shape[1])
-    both = torch.cat([pad_like(built, width, problem.has_depot), pad_like(start, width, problem.has_depot)])
-    feasible = torch.cat([torch.isfinite(built_cost), torch.ones_like(start_cost, dtype=torch.bool)])
-    both = torch.where(feasible[:, None], both, both.roll(b, dims=0))  # no construction: the start twice
-    rows = torch.arange(2 * b, device=start.device) % b
-    tours, cost = improve(problem, select_rows(instances, rows), both,
-                          time_limit=max(0.0, deadline - time.monotonic()))
-    cost, tours = cheaper(problem, cost[:b], tours[:b], cost[b:], tours[b:])
+    cost, tours = cheaper(problem, start_cost, start, built_cost, built)  # an infeasible construction costs inf
+    tours, cost = improve(problem, instances, tours, time_limit=max(0.0, deadline - time.monotonic()))
     searched = cost.clone()
     if closed_tour(problem) and tours.shape[1] >= MIN_PERTURBED and perturbations > 0:
         cost, tours = perturbation_search(problem, instances, cost, tours, deadline, perturbations, generator)

@@ -594,6 +594,9 @@ def as_tours(instance, tours) -> Tensor:
     return tours.long()
 
 
+REPLAY_CHECK = 8  # steps between two host reads of whether every replayed episode has ended
+
+
 @torch.no_grad()
 def replay(problem, instance, tours: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Replay tours through the dynamics without raising on an infeasible one: the one replay loop
@@ -615,6 +618,8 @@ def replay(problem, instance, tours: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     cost = torch.zeros(tours.shape[0], dtype=torch.float64, device=tours.device)
     first_masked = torch.full((tours.shape[0],), -1, dtype=torch.long, device=tours.device)
     for t in range(tours.shape[1]):
+        if t % REPLAY_CHECK == 0 and bool(state.done.all()):  # what is left is ignored (the no-op or not)
+            break
         state, reward, invalid = step(problem, state, tours[:, t])
         first_masked = torch.where(invalid & (first_masked < 0), t, first_masked)
         cost -= reward.double()
