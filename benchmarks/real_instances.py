@@ -1,9 +1,10 @@
 """``routing-gym eval --decode best`` measured: the pipeline (agents/references/pipeline.py) and its pieces on
 real instances and on generated n = 100 test sets, at one time limit per instance on one CPU thread.
 
-Sets: the TSPLIB and CVRPLIB files of ``tests/data`` (and of ``../shared/data`` where that folder exists:
-files of a name already read are skipped), each gap against its published optimum, costed in the file's
-units; and ``--count`` generated TSP-100 / CVRP-100 instances (seed 4321), whose references are LKH-3
+Sets: the TSPLIB and CVRPLIB files of ``tests/data`` and ``benchmarks/instances`` (21 TSPLIB files of 70-318
+nodes, CVRPLIB A, B, E, P of 50-101 and X of 101-200; their sources in its README.md), and of ``../shared/data``
+where that folder exists (files of a name already read are skipped), each gap against its published optimum
+(``benchmarks/instances/references.json`` for files that state none), costed in the file's units; and ``--count`` generated TSP-100 / CVRP-100 instances (seed 4321), whose references are LKH-3
 (``--reference-seconds`` per instance) and PyVRP (twice that) through the solver adapters, as
 ``routing-gym solve --method lkh / pyvrp`` computes them. Per set it prints the mean gap of:
 
@@ -33,7 +34,8 @@ from routing_gym import tsplib
 from routing_gym.problems import get_problem, tour_cost
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = (ROOT / "tests" / "data", ROOT.parent / "shared" / "data")
+FOLDERS = (ROOT / "tests" / "data", ROOT / "benchmarks" / "instances", ROOT.parent / "shared" / "data")
+REFERENCES = ROOT / "benchmarks" / "instances" / "references.json"  # optima of the files that state none
 REFERENCE = {"tsp": ("lkh", 1.0), "cvrp": ("pyvrp", 2.0)}  # solver, seconds per instance (times --reference-seconds)
 SHARE = 0.3  # the pipeline's construction_share
 
@@ -49,6 +51,17 @@ def pieces(problem, instances, time_limit: float):
     return start, built, found.tours, (time.perf_counter() - began) / b
 
 
+def routes(tour: torch.Tensor) -> int:
+    """Routes of a CVRP tour in the env's actions (a customer followed by the depot or the end ends one)."""
+    nxt = torch.cat([tour[1:], tour.new_zeros(1)])
+    return int(((tour != 0) & (nxt == 0)).sum())
+
+
+def set_of(name: str, problem: str) -> str:
+    """The row's set: TSPLIB, CVRPLIB X (Uchoa et al.) or the classic CVRPLIB sets A, B, E, P."""
+    return "TSPLIB" if problem == "tsp" else "CVRPLIB X" if name.startswith("X-") else "CVRPLIB A/B/E/P"
+
+
 def real_rows(time_limit: float) -> list[tuple]:
     """(set, name, gaps of NN + 2-opt / construction / pipeline, seconds) per real instance file."""
     rows, seen = [], set()
@@ -57,12 +70,12 @@ def real_rows(time_limit: float) -> list[tuple]:
             if path.name in seen:
                 continue
             seen.add(path.name)
-            real = tsplib.load(path)
+            real = tsplib.load(path, table=REFERENCES)
             if real.reference is None:
                 continue
             out = pieces(get_problem(real.problem), real.instance, time_limit)
             gaps = [tsplib.gap(real, tsplib.cost(real, tours)) for tours in out[:3]]
-            rows.append(("TSPLIB" if real.problem == "tsp" else "CVRPLIB", real.name, *gaps, out[3]))
+            rows.append((set_of(real.name, real.problem), real.name, *gaps, out[3], routes(out[2][0])))
     return rows
 
 
@@ -87,10 +100,13 @@ def main() -> None:
     rows = real_rows(args.time_limit)
     for name in ("tsp", "cvrp"):
         rows += generated_rows(name, args.num_nodes, args.count, args.time_limit, args.reference_seconds)
-    print("| instance | NN + 2-opt | construction | pipeline | s / instance |\n|---|---|---|---|---|")
+    print("| instance | NN + 2-opt | construction | pipeline | s / instance | routes (k in the name) |\n"
+          "|---|---|---|---|---|---|")
     for r in rows:
         if not r[0].endswith("(seed 4321)"):
-            print(f"| {r[1]} | {r[2]:.2f}% | {r[3]:.2f}% | {r[4]:.2f}% | {r[5]:.2f} |")
+            k = r[1].rsplit("-k", 1)[-1] if r[0] != "TSPLIB" else None
+            fleet = f"{r[6]} ({k})" if k else "-"
+            print(f"| {r[1]} | {r[2]:.2f}% | {r[3]:.2f}% | {r[4]:.2f}% | {r[5]:.2f} | {fleet} |")
     print(f"\nmean gap per set, --time-limit {args.time_limit:g}, one thread:\n")
     print("| set | instances | NN + 2-opt | construction | pipeline | s / instance |\n|---|---|---|---|---|---|")
     for group in dict.fromkeys(r[0] for r in rows):

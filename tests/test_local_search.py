@@ -120,10 +120,10 @@ def test_improve__nearest_neighbour_tsp50_within_8_percent_of_lkh():
 def test_improve__same_on_a_batch_as_one_by_one(problem):
     inst = instances(problem, 5, 20, seed=3)
     start = construct(problem, inst)
-    tours, cost = improve(problem, inst, start)
+    tours, cost = improve(problem, inst, start, candidates=4, combine=8)  # by default they adapt to the batch
     for i in range(5):
         row = problem.Instance(*(f[i:i + 1] for f in inst))
-        one, one_cost = improve(problem, row, start[i:i + 1])
+        one, one_cost = improve(problem, row, start[i:i + 1], candidates=4, combine=8)
         width = max(one.shape[1], tours.shape[1])
         assert torch.equal(pad_tours(one, width)[0], pad_tours(tours, width)[i]) if problem.has_depot \
             else torch.equal(one[0], tours[i])
@@ -145,8 +145,8 @@ def test_independent__cheapest_first_and_no_edge_in_common():
 def test_improve__one_round_with_moves_combined_gains_at_least_the_best_single_move():
     inst = instances(CVRP, 16, 30, seed=5)
     start = construct(CVRP, inst)
-    _, single = improve(CVRP, inst, start, max_rounds=1, combine=1)
-    tours, combined = improve(CVRP, inst, start, max_rounds=1, combine=8)
+    _, single = improve(CVRP, inst, start, max_rounds=1, candidates=4, combine=1)
+    tours, combined = improve(CVRP, inst, start, max_rounds=1, candidates=4, combine=8)
     assert (combined <= single).all() and (combined < single).any()
     assert torch.equal(tour_cost(CVRP, inst, tours), combined)
 

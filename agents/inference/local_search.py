@@ -15,7 +15,7 @@ for their feasibility and cost:
   constraints (capacity), so each round the ``candidates`` most improving moves of each kind are applied,
   replayed through the unit, and the cheapest feasible one is kept when it is cheaper, or the feasible ones
   that change no edge in common applied together where that replays feasible and cheaper (up to
-  ``combine`` a round); a round that keeps none tries the next ``candidates`` of each kind. A giant tour is
+  ``combine`` a round; by default more candidates and moves where few tours are searched); a round that keeps none tries the next ``candidates`` of each kind. A giant tour is
   searched up to its last route and :data:`NEW_ROUTES` empty ones (places for a new route);
 - one route from the depot (optional visits): the same moves within that route, replayed;
 - nodes without coordinates (``policy.coordinates`` None: a cost matrix): no move; the tours are
@@ -42,7 +42,8 @@ from routing_gym.problems.base import as_tours, distance, replay
 from ..policies.protocol import select_rows
 
 EPS = 1e-9  # a move must shorten a sequence by more than this (float64 lengths)
-COMBINE = 8  # moves a round may make per tour with a depot (:func:`combined`)
+REPLAY_ROWS = 512  # tours a round of :func:`replayed_descent` replays at most, by default (see ``improve``)
+CANDIDATES = (4, 32)  # the fewest and most candidates per kind of move a default round replays
 NEW_ROUTES = 2  # empty routes after the last one where a round's moves may start a route
 INF = float("inf")
 
@@ -334,13 +335,15 @@ def combined(problem, instance, s: Tensor, found: Move, score: Tensor, best: Ten
     return best, chosen
 
 
-def replayed_descent(problem, instance, seq: Tensor, cost: Tensor, kinds, between: bool, candidates: int,
-                     max_rounds: int, deadline: float | None, combine: int = 1) -> Tensor:
+def replayed_descent(problem, instance, seq: Tensor, cost: Tensor, kinds, between: bool, candidates: int | None,
+                     max_rounds: int, deadline: float | None, combine: int | None = 1) -> Tensor:
     """Giant tours (B, L) improved by rounds of: the ``candidates`` most improving moves of each kind
     (beyond those a round already tried in vain), applied and replayed through the unit; the cheapest
     feasible one that is cheaper than ``cost`` (B,) (the current replayed cost) kept. ``combine`` > 1: up to
     that many of the feasible ones that change no edge in common are also tried together (:func:`combined`),
-    so that a round may make several moves."""
+    so that a round may make several moves. None: ``candidates`` as many as keep a round's replay within
+    :data:`REPLAY_ROWS` tours (within :data:`CANDIDATES`; a replay of few tours costs its steps' overhead,
+    whatever their number), ``combine`` twice that."""
     dist = distances(instance.locs)
     b_all, dev = seq.shape[0], seq.device
     seq, cost = seq.clone(), cost.clone()
@@ -352,7 +355,8 @@ def replayed_descent(problem, instance, seq: Tensor, cost: Tensor, kinds, betwee
             break
         width = min(seq.shape[1], int((seq[idx] != 0).any(dim=0).nonzero().max()) + 2 + NEW_ROUTES)
         s = seq[idx, :width]  # the routes, then NEW_ROUTES empty ones (positions beyond hold only the depot)
-        found = best_moves(pairs(dist[idx], s), layout(s == 0, between), kinds, candidates, floor[idx])
+        k = candidates or min(max(REPLAY_ROWS // (len(idx) * len(kinds)), CANDIDATES[0]), CANDIDATES[1])
+        found = best_moves(pairs(dist[idx], s), layout(s == 0, between), kinds, k, floor[idx])
         b, c = found.delta.shape
         valid = found.delta < -EPS  # (b, C)
         if not bool(valid.any()):
@@ -368,8 +372,9 @@ def replayed_descent(problem, instance, seq: Tensor, cost: Tensor, kinds, betwee
         slot = torch.full((b, c), -1, dtype=torch.long, device=dev)
         slot[row, col] = torch.arange(row.shape[0], device=dev)
         chosen = with_depot(actions[slot[torch.arange(b, device=dev), pick].clamp(min=0)])
-        if combine > 1:
-            best, chosen = combined(problem, select_rows(instance, idx), s, found, score, best, chosen, combine)
+        most = combine or 2 * k
+        if most > 1:
+            best, chosen = combined(problem, select_rows(instance, idx), s, found, score, best, chosen, most)
         seq[idx, :width] = torch.where(take[:, None], chosen, s)
         cost[idx] = torch.where(take, best, cost[idx])
         per_kind = found.delta.view(b, len(kinds), -1).masked_fill(~valid.view(b, len(kinds), -1), -INF)
@@ -387,7 +392,7 @@ def pad_like(tours: Tensor, width: int, has_depot: bool) -> Tensor:
 
 @torch.no_grad()
 def improve(problem, instance, tours, *, max_rounds: int = 1000, time_limit: float | None = None,
-            candidates: int = 4, combine: int = COMBINE) -> tuple[Tensor, Tensor]:
+            candidates: int | None = None, combine: int | None = None) -> tuple[Tensor, Tensor]:
     """Local search from ``tours`` (see the module docstring for the moves each problem gets).
 
     Args:
@@ -397,9 +402,12 @@ def improve(problem, instance, tours, *, max_rounds: int = 1000, time_limit: flo
             validates them: ``ValueError`` for an infeasible one).
         max_rounds: improvement rounds at most (a round makes at most one move per instance).
         time_limit: seconds after which no round starts (None: none); the batch shares it.
-        candidates: moves of each kind replayed per instance and round (tours with a depot).
+        candidates: moves of each kind replayed per instance and round (tours with a depot); None: as many
+            as keep a round's replay within :data:`REPLAY_ROWS` tours (4 to 32 per kind: more for a few
+            instances, so the result of an instance may depend on the batch it is searched in).
         combine: moves per instance and round at most (tours with a depot): the feasible candidates that
-            change no edge in common are also tried together (1: one move a round).
+            change no edge in common are also tried together (1: one move a round); None: twice
+            ``candidates``.
 
     Returns:
         ``(tours (B, S') int64, cost (B,) float64)``: each tour the improved one where that replays feasible
