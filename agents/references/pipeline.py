@@ -32,7 +32,7 @@ from torch import Tensor
 from routing_gym.problems import get_problem, tour_cost
 from routing_gym.problems.base import replay
 
-from ..inference.local_search import Move, exchange, giant_actions, improve, pad_like, two_opt, with_depot
+from ..inference.local_search import Move, exchange, improve, pad_like, two_opt
 from ..inference.search import NUM_AUGMENTATIONS, Copies, best_of_copies, pad_tours
 from ..policies.protocol import Policy, select_rows
 from .heuristics import construct, improve_routes
@@ -54,13 +54,6 @@ class Found(NamedTuple):
 def closed_tour(problem) -> bool:
     """Tours that visit every node once and close (no depot, no optional visits), in coordinates: TSP."""
     return not problem.has_depot and problem.optional_visits is None and problem.policy.coordinates is not None
-
-
-def perturbs(problem) -> bool:
-    """Whether the iterated local search runs: closed tours (TSP), and routes that serve every customer
-    (CVRP and its kin: :func:`kick` keeps a perturbation only where the unit replays it feasible)."""
-    return closed_tour(problem) or (problem.has_depot and problem.optional_visits is None
-                                    and problem.policy.coordinates is not None)
 
 
 def heuristic_start(problem, instances) -> Tensor:
@@ -123,31 +116,16 @@ def double_bridge(tours: Tensor, generator: torch.Generator) -> Tensor:
     return exchange(tours, Move(*(f if f is None else f.to(tours.device) for f in move)))
 
 
-def kick(problem, instances, tours: Tensor, generator: torch.Generator) -> Tensor:
-    """Tours (R, S) perturbed by :func:`double_bridge`: a closed tour as it is; routes (depot problems) as
-    their giant tour up to the last route (depot visits move with the blocks, so customers change routes),
-    and where the perturbed routes break a constraint of the unit (replayed), the tour unchanged."""
-    if not problem.has_depot:
-        return double_bridge(tours, generator)
-    used = int((tours != 0).any(dim=0).nonzero().max()) + 1
-    giant = with_depot(tours[:, :used])  # 0, routes with a 0 between, the last route unclosed
-    if giant.shape[1] < MIN_PERTURBED:
-        return tours
-    kicked = giant_actions(torch.cat([double_bridge(giant, generator), torch.zeros_like(giant[:, :1])], dim=1))
-    kicked = pad_like(kicked, tours.shape[1], True)[:, :tours.shape[1]]
-    feasible = replay(problem, instances, kicked)[1]
-    return torch.where(feasible[:, None], kicked, tours)
-
-
 def perturbation_search(problem, instances, cost: Tensor, tours: Tensor, deadline: float, copies: int,
                         generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    """Iterated local search until ``deadline``: rounds of ``copies`` perturbed copies of each instance's
-    best tour (:func:`kick`), searched by ``improve``; the cheapest copy kept where it is cheaper."""
+    """Iterated local search on closed tours (B, N) until ``deadline``: rounds of ``copies`` perturbed
+    copies of each instance's best tour (:func:`double_bridge`), searched by ``improve``; the cheapest kept
+    where it is cheaper."""
     b = tours.shape[0]
     rows = torch.arange(b, device=tours.device).repeat_interleave(copies)
     many = select_rows(instances, rows)
     while time.monotonic() < deadline:
-        kicked = kick(problem, many, tours[rows], generator)
+        kicked = double_bridge(tours[rows], generator)
         found, found_cost = improve(problem, many, kicked, time_limit=max(0.0, deadline - time.monotonic()))
         found_cost, pick = found_cost.view(b, copies).min(dim=1)
         found = found.view(b, copies, -1)[torch.arange(b), pick]
@@ -192,7 +170,7 @@ def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, 
     cost, tours = cheaper(problem, start_cost, start, built_cost, built)  # an infeasible construction costs inf
     tours, cost = improve(problem, instances, tours, time_limit=max(0.0, deadline - time.monotonic()))
     searched = cost.clone()
-    if perturbs(problem) and tours.shape[1] >= MIN_PERTURBED and perturbations > 0:
+    if closed_tour(problem) and tours.shape[1] >= MIN_PERTURBED and perturbations > 0:
         cost, tours = perturbation_search(problem, instances, cost, tours, deadline, perturbations, generator)
     ok = replay(problem, instances, tours)[1]
     if not bool(ok.all()):  # never expected: improve replays every move it keeps
