@@ -11,7 +11,7 @@ where that folder exists (files of a name already read are skipped), each gap ag
 - ``NN + 2-opt``: nearest neighbour (the nearest feasible customer for CVRP) then 2-opt (within routes);
 - ``construction``: the shipped model of the nearest size, greedy x 8 then multi-start x 8 while 30 % of
   the budget lasts (the pipeline's first step, run alone);
-- ``pipeline``: ``best`` (construction, local search from it and from NN + 2-opt, then iterated local
+- ``pipeline``: ``best`` (construction, local search from the cheaper of it and NN + 2-opt, then iterated local
   search for TSP) with ``--time-limit`` seconds per instance, and its mean seconds per instance::
 
     python benchmarks/real_instances.py                       # --time-limit 2, 20 generated instances per set

@@ -16,8 +16,8 @@ Methods, each run at every time limit T (seconds per instance):
   construction: greedy x 8, then multi-start x 8 a few start nodes at a time until T would pass; it stops
   earlier once every start node is decoded);
 - ``construction + search`` (TSP): the pipeline without its iterated local search (``best(...,
-  perturbations=0)``): the construction, then local search from it and from NN + 2-opt until the search
-  converges or T is spent. For CVRP the pipeline has no further step, so this line would be the pipeline's;
+  perturbations=0)``): the construction, then local search from the cheaper of it and NN + 2-opt until the
+  search converges or T is spent. For CVRP the pipeline has no further step, so this line would be the pipeline's;
 - ``search, no model``: the pipeline without a policy (``best(None, ...)``): NN + 2-opt, local search, and
   iterated local search for TSP: what the search alone buys, and so what the model adds;
 - ``pipeline``: ``best(policy, ...)``, as ``routing-gym eval --decode best --time-limit T`` runs it;

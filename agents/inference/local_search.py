@@ -218,8 +218,20 @@ def pairs(dist: Tensor, seq: Tensor) -> Tensor:
     return dist[rows, seq[:, :, None], seq[:, None, :]]
 
 
-def past(deadline: float | None) -> bool:
-    return deadline is not None and time.monotonic() > deadline
+class Rounds:
+    """Whether another round may start before ``deadline`` (``time.monotonic()``; None: always): only where
+    it would end in time, judged by the time the previous round took (so a search overruns its deadline
+    only by what one round takes more than the one before)."""
+
+    def __init__(self, deadline: float | None, first: float = 0.0):
+        self.deadline, self.began, self.last = deadline, None, first  # first: what the first round may take
+
+    def may_start(self) -> bool:
+        now = time.monotonic()
+        if self.began is not None:
+            self.last = now - self.began
+        self.began = now
+        return self.deadline is None or now + self.last <= self.deadline
 
 
 # -- the searches -------------------------------------------------------------------------------------
@@ -233,7 +245,7 @@ def descend(dist: Tensor, seq: Tensor, fixed: Tensor | None = None, kinds=(two_o
         seq: (B, L) node sequences whose first and last entries stay in place.
         fixed: (B, L) bool, positions no move may move or cross (depot visits: moves within routes); None: none.
         kinds: the kinds of move (:data:`CLOSED_TOUR`, say). max_rounds: moves per sequence at most.
-        deadline: ``time.monotonic()`` after which no round starts.
+        deadline: ``time.monotonic()`` by which the rounds end (:class:`Rounds`).
 
     Returns:
         ``(seq (B, L), rounds)``: the improved sequences and the rounds that moved at least one.
@@ -241,10 +253,10 @@ def descend(dist: Tensor, seq: Tensor, fixed: Tensor | None = None, kinds=(two_o
     fixed = torch.zeros_like(seq, dtype=torch.bool) if fixed is None else fixed
     seq, fixed = seq.clone(), fixed.clone()
     active = torch.ones(seq.shape[0], dtype=torch.bool, device=seq.device)
-    rounds = 0
+    rounds, clock = 0, Rounds(deadline)
     while rounds < max_rounds:
         idx = active.nonzero().squeeze(1)
-        if idx.numel() == 0 or past(deadline):
+        if idx.numel() == 0 or not clock.may_start():
             break
         rounds += 1
         s, f = seq[idx], fixed[idx]
@@ -349,9 +361,10 @@ def replayed_descent(problem, instance, seq: Tensor, cost: Tensor, kinds, betwee
     seq, cost = seq.clone(), cost.clone()
     floor = torch.full((b_all, len(kinds)), -INF, dtype=torch.float64, device=dev)  # changes tried in vain
     active = torch.ones(b_all, dtype=torch.bool, device=dev)
+    clock = Rounds(deadline)
     for _ in range(max_rounds):
         idx = active.nonzero().squeeze(1)
-        if idx.numel() == 0 or past(deadline):
+        if idx.numel() == 0 or not clock.may_start():
             break
         width = min(seq.shape[1], int((seq[idx] != 0).any(dim=0).nonzero().max()) + 2 + NEW_ROUTES)
         s = seq[idx, :width]  # the routes, then NEW_ROUTES empty ones (positions beyond hold only the depot)
@@ -400,8 +413,10 @@ def improve(problem, instance, tours, *, max_rounds: int = 1000, time_limit: flo
         instance: a batch of B instances.
         tours: (B, S) feasible tours in the env's action format (:func:`~routing_gym.problems.tour_cost`
             validates them: ``ValueError`` for an infeasible one).
-        max_rounds: improvement rounds at most (a round makes at most one move per instance).
-        time_limit: seconds after which no round starts (None: none); the batch shares it.
+        max_rounds: improvement rounds at most (a round makes one move per instance; up to ``combine`` with a
+            depot).
+        time_limit: seconds by which the rounds end (no round starts that the previous one says would end
+            later; None: none); the batch shares it.
         candidates: moves of each kind replayed per instance and round (tours with a depot); None: as many
             as keep a round's replay within :data:`REPLAY_ROWS` tours (4 to 32 per kind: more for a few
             instances, so the result of an instance may depend on the batch it is searched in).

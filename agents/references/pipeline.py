@@ -32,7 +32,7 @@ from torch import Tensor
 from routing_gym.problems import get_problem, tour_cost
 from routing_gym.problems.base import replay
 
-from ..inference.local_search import Move, exchange, improve, pad_like, two_opt
+from ..inference.local_search import Move, Rounds, exchange, improve, pad_like, two_opt
 from ..inference.search import NUM_AUGMENTATIONS, Copies, best_of_copies, pad_tours
 from ..policies.protocol import Policy, select_rows
 from .heuristics import construct, improve_routes
@@ -117,14 +117,15 @@ def double_bridge(tours: Tensor, generator: torch.Generator) -> Tensor:
 
 
 def perturbation_search(problem, instances, cost: Tensor, tours: Tensor, deadline: float, copies: int,
-                        generator: torch.Generator) -> tuple[Tensor, Tensor]:
+                        generator: torch.Generator, first_round: float = 0.0) -> tuple[Tensor, Tensor]:
     """Iterated local search on closed tours (B, N) until ``deadline``: rounds of ``copies`` perturbed
     copies of each instance's best tour (:func:`double_bridge`), searched by ``improve``; the cheapest kept
     where it is cheaper."""
     b = tours.shape[0]
     rows = torch.arange(b, device=tours.device).repeat_interleave(copies)
     many = select_rows(instances, rows)
-    while time.monotonic() < deadline:
+    clock = Rounds(deadline, first_round)  # a round starts where it would end in time, as the previous one took
+    while clock.may_start():
         kicked = double_bridge(tours[rows], generator)
         found, found_cost = improve(problem, many, kicked, time_limit=max(0.0, deadline - time.monotonic()))
         found_cost, pick = found_cost.view(b, copies).min(dim=1)
@@ -161,18 +162,22 @@ def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, 
     deadline = began + budget
     generator = generator if generator is not None else torch.Generator().manual_seed(0)
     start = heuristic_start(problem, instances)
+    checked = time.monotonic()
     start_cost = tour_cost(problem, instances, start)
+    deadline -= time.monotonic() - checked  # kept back for the result's own check, as long as this one
     if policy is None:
         built_cost, built = torch.full_like(start_cost, float("inf")), start
     else:
         built_cost, built = construction(policy, problem, instances, began + construction_share * budget,
                                          augment=augment, batch_size=batch_size)
     cost, tours = cheaper(problem, start_cost, start, built_cost, built)  # an infeasible construction costs inf
+    searching = time.monotonic()
     tours, cost = improve(problem, instances, tours, time_limit=max(0.0, deadline - time.monotonic()))
     searched = cost.clone()
     if closed_tour(problem) and tours.shape[1] >= MIN_PERTURBED and perturbations > 0:
-        cost, tours = perturbation_search(problem, instances, cost, tours, deadline, perturbations, generator)
-    ok = replay(problem, instances, tours)[1]
+        cost, tours = perturbation_search(problem, instances, cost, tours, deadline, perturbations, generator,
+                                          first_round=time.monotonic() - searching)
+    cost, ok, _ = replay(problem, instances, tours)
     if not bool(ok.all()):  # never expected: improve replays every move it keeps
         raise RuntimeError("the pipeline produced an infeasible tour")
-    return Found(tour_cost(problem, instances, tours), tours, built_cost, searched, start_cost)
+    return Found(cost, tours, built_cost, searched, start_cost)
