@@ -6,7 +6,6 @@ observations, rewards and terminations), but all B step in one batched call of t
 """
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import gymnasium as gym
@@ -287,16 +286,26 @@ class RoutingVectorEnv(VectorEnv):
         self._allocate()
 
     def _stepper(self):
-        """:func:`advance_and_renew`, and with ``compile`` its compiled form: where a step may read the host
-        (the CPU, :attr:`_reads_host`), :func:`advance` and :func:`renewal` compiled apart, so that the renewal
-        runs only in the steps where a sub-env resets; elsewhere the whole step compiled as one function, which
-        renews every step (no-op rows included) and never synchronises."""
+        """:func:`advance_and_renew`, and with ``compile`` its compiled form. Off the CPU (no host reads) the
+        whole step compiled as one function, which renews every step (no-op rows included) and never
+        synchronises. Where a step may read the host (the CPU, :attr:`_reads_host`), one compiled call a step
+        all the same: ``NEXT_STEP`` knows its resets before the step, so a step that resets runs the whole
+        function and one that does not runs :func:`advance` alone; ``SAME_STEP`` learns them in the step, so
+        :func:`advance` and, where a sub-env resets, :func:`renewal` are compiled apart."""
         if not self.compile:
             return advance_and_renew
-        if self._reads_host:
-            parts = tuple(compiled(fn, self.device.type, self.problem) for fn in (advance, renewal))
-            return functools.partial(advance_and_renew, parts=parts)
-        return compiled(advance_and_renew, self.device.type, self.problem)
+        whole = compiled(advance_and_renew, self.device.type, self.problem)
+        if not self._reads_host:
+            return whole
+        parts = tuple(compiled(fn, self.device.type, self.problem) for fn in (advance, renewal))
+
+        def on_host(problem, prev, actions, resetting, *records, mode, max_episode_steps, skip_idle):
+            if mode == AutoresetMode.NEXT_STEP.value and bool(resetting.any()):  # resets known before the step
+                return whole(problem, prev, actions, resetting, *records, mode=mode,
+                             max_episode_steps=max_episode_steps, skip_idle=False)
+            return advance_and_renew(problem, prev, actions, resetting, *records, mode=mode,
+                                     max_episode_steps=max_episode_steps, skip_idle=skip_idle, parts=parts)
+        return on_host
 
     def _allocate(self) -> None:
         """The records the env keeps per sub-env on the device, the generator of automatic resets and
