@@ -15,8 +15,9 @@ for their feasibility and cost:
   constraints (capacity), so each round the ``candidates`` most improving moves of each kind are applied,
   replayed through the unit, and the cheapest feasible one is kept when it is cheaper, or the feasible ones
   that change no edge in common applied together where that replays feasible and cheaper (up to
-  ``combine`` a round; by default more candidates and moves where few tours are searched); a round that keeps none tries the next ``candidates`` of each kind. A giant tour is
-  searched up to its last route and :data:`NEW_ROUTES` empty ones (places for a new route);
+  ``combine`` a round; by default more candidates and moves where few tours are searched); a round that
+  keeps none tries the next ``candidates`` of each kind. A giant tour is searched up to its last route and
+  :data:`NEW_ROUTES` empty ones (places for a new route);
 - one route from the depot (optional visits): the same moves within that route, replayed;
 - nodes without coordinates (``policy.coordinates`` None: a cost matrix): no move; the tours are
   returned as given (the length changes above are Euclidean and symmetric, a reversed block costs the same).
@@ -319,7 +320,7 @@ def combined(problem, instance, s: Tensor, found: Move, score: Tensor, best: Ten
     be together: two customers moved into one route); per row the cheapest feasible of these and of the
     single best move (``best`` (b,), its giant tour ``chosen``) is returned as ``(cost, giant tour)``."""
     cols = independent(found, score, most)
-    b, length = s.shape
+    b = s.shape[0]
     none = torch.tensor([1, 0, 1, 0], device=s.device)  # empty blocks: the identity
     prefixes, seq = [], s
     for t in range(cols.shape[1]):
@@ -329,7 +330,7 @@ def combined(problem, instance, s: Tensor, found: Move, score: Tensor, best: Ten
         seq = exchange(seq, Move(None, *ends, move.rev1, move.rev2))
         prefixes.append(seq)
     many = (cols >= 0).sum(dim=1)  # moves kept per row
-    row, t = ((many[:, None] > torch.arange(1, most, device=s.device)) ).nonzero().unbind(1)
+    row, t = (many[:, None] > torch.arange(1, most, device=s.device)).nonzero().unbind(1)
     if row.numel() == 0:
         return best, chosen
     t = t + 1  # prefix t holds t + 1 moves
