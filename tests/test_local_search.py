@@ -151,6 +151,13 @@ def test_improve__one_round_with_moves_combined_gains_at_least_the_best_single_m
     assert torch.equal(tour_cost(CVRP, inst, tours), combined)
 
 
+def test_improve__a_route_that_visits_nothing_comes_back_as_it_is():
+    inst = instances(PROBLEMS["op"], 3, 10)
+    empty = torch.zeros(3, 5, dtype=torch.long)  # straight back to the depot: feasible, prize 0
+    tours, cost = improve(PROBLEMS["op"], inst, empty)
+    assert (tours == 0).all() and torch.equal(cost, tour_cost(PROBLEMS["op"], inst, empty))
+
+
 def test_improve__deterministic():
     inst = instances(CVRP, 8, 20, seed=4)
     start = construct(CVRP, inst)

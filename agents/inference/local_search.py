@@ -291,6 +291,12 @@ def giant_actions(seq: Tensor) -> Tensor:
     return seq.gather(1, order).masked_fill(pos >= kept, 0)[:, :-1]
 
 
+def used_width(seq: Tensor) -> int:
+    """Columns of sequences (B, L) up to the last one where any row holds a customer (0 where none does)."""
+    used = (seq != 0).any(dim=0).nonzero()
+    return int(used.max()) + 1 if used.numel() else 0
+
+
 def with_depot(actions: Tensor) -> Tensor:
     zero = torch.zeros_like(actions[:, :1])
     return torch.cat([zero, actions], dim=1)
@@ -338,14 +344,16 @@ def combined(problem, instance, s: Tensor, found: Move, score: Tensor, best: Ten
     actions = giant_actions(tried)
     new_cost, feasible, _ = replay(problem, select_rows(instance, row), actions)
     better = feasible & (new_cost < best[row])
-    for k in range(1, most):  # longer prefixes last: the cheapest feasible wins (ties: the longer one)
-        at = better & (t == k)
-        pick = torch.zeros(b, dtype=torch.bool, device=s.device).index_fill_(0, row[at], True)
-        cost_k = torch.full((b,), INF, dtype=torch.float64, device=s.device).index_copy_(0, row[at], new_cost[at])
-        tour_k = chosen.index_copy(0, row[at], with_depot(actions[at]))
-        pick = pick & (cost_k <= best)
-        best, chosen = torch.where(pick, cost_k, best), torch.where(pick[:, None], tour_k, chosen)
-    return best, chosen
+    score = torch.full((b, most), INF, dtype=torch.float64, device=s.device)  # column t: prefix t, 0 the single move
+    score[:, 0] = best
+    score[row[better], t[better]] = new_cost[better]
+    slot = torch.full((b, most), -1, dtype=torch.long, device=s.device)
+    slot[row, t] = torch.arange(row.shape[0], device=s.device)
+    rows = torch.arange(b, device=s.device)
+    pick = most - 1 - score.flip(1).argmin(dim=1)  # the cheapest; on a tie the longer prefix
+    pick = torch.where(score[rows, pick] < INF, pick, 0)  # no feasible move at all: the single one's entry
+    prefix = with_depot(actions[slot[rows, pick].clamp(min=0)])
+    return score[rows, pick], torch.where((pick > 0)[:, None], prefix, chosen)
 
 
 def replayed_descent(problem, instance, seq: Tensor, cost: Tensor, kinds, between: bool, candidates: int | None,
@@ -367,7 +375,7 @@ def replayed_descent(problem, instance, seq: Tensor, cost: Tensor, kinds, betwee
         idx = active.nonzero().squeeze(1)
         if idx.numel() == 0 or not clock.may_start():
             break
-        width = min(seq.shape[1], int((seq[idx] != 0).any(dim=0).nonzero().max()) + 2 + NEW_ROUTES)
+        width = min(seq.shape[1], used_width(seq[idx]) + 1 + NEW_ROUTES)
         s = seq[idx, :width]  # the routes, then NEW_ROUTES empty ones (positions beyond hold only the depot)
         k = candidates or min(max(REPLAY_ROWS // (len(idx) * len(kinds)), CANDIDATES[0]), CANDIDATES[1])
         found = best_moves(pairs(dist[idx], s), layout(s == 0, between), kinds, k, floor[idx])
@@ -444,8 +452,7 @@ def improve(problem, instance, tours, *, max_rounds: int = 1000, time_limit: flo
         kinds = ROUTES if problem.optional_visits is None else ONE_ROUTE
         better = giant_actions(replayed_descent(problem, instance, seq, cost, kinds, problem.optional_visits is None,
                                                 candidates, max_rounds, deadline, combine))
-        used = (better != 0).any(dim=0).nonzero()
-        better = better[:, :min(better.shape[1], int(used.max()) + 2 if used.numel() else 1)]
+        better = better[:, :min(better.shape[1], used_width(better) + 1)]
     width = max(tours.shape[1], better.shape[1])
     tours, better = pad_like(tours, width, problem.has_depot), pad_like(better, width, problem.has_depot)
     new_cost, feasible, _ = replay(problem, instance, better)
