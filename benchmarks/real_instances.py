@@ -4,15 +4,16 @@ real instances and on generated n = 100 test sets, at one time limit per instanc
 Sets: the TSPLIB and CVRPLIB files of ``tests/data`` and ``benchmarks/instances`` (21 TSPLIB files of 70-318
 nodes, CVRPLIB A, B, E, P of 50-101 and X of 101-200; their sources in its README.md), and of ``../shared/data``
 where that folder exists (files of a name already read are skipped), each gap against its published optimum
-(``benchmarks/instances/references.json`` for files that state none), costed in the file's units; and ``--count`` generated TSP-100 / CVRP-100 instances (seed 4321), whose references are LKH-3
+(``benchmarks/instances/references.json`` for files that state none), costed in the file's units; and
+``--count`` generated TSP-100 / CVRP-100 instances (seed 4321), whose references are LKH-3
 (``--reference-seconds`` per instance) and PyVRP (twice that) through the solver adapters, as
 ``routing-gym solve --method lkh / pyvrp`` computes them. Per set it prints the mean gap of:
 
 - ``NN + 2-opt``: nearest neighbour (the nearest feasible customer for CVRP) then 2-opt (within routes);
 - ``construction``: the shipped model of the nearest size, greedy x 8 then multi-start x 8 while 30 % of
   the budget lasts (the pipeline's first step, run alone);
-- ``pipeline``: ``best`` (construction, local search from the cheaper of it and NN + 2-opt, then iterated local
-  search for TSP) with ``--time-limit`` seconds per instance, and its mean seconds per instance::
+- ``pipeline``: ``best`` (construction, local search from the cheaper of it and NN + 2-opt, then iterated
+  local search for TSP) with ``--time-limit`` seconds per instance, and its mean seconds per instance::
 
     python benchmarks/real_instances.py                       # --time-limit 2, 20 generated instances per set
     python benchmarks/real_instances.py --time-limit 0.5 --count 10
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from agents.apps.commands.decoding import count_routes
 from agents.references.pipeline import best, construction, heuristic_start
 from agents.policies.pretrained import load_pretrained, nearest_pretrained_size
 from agents.references.solvers import solve
@@ -51,12 +53,6 @@ def pieces(problem, instances, time_limit: float):
     return start, built, found.tours, (time.perf_counter() - began) / b
 
 
-def routes(tour: torch.Tensor) -> int:
-    """Routes of a CVRP tour in the env's actions (a customer followed by the depot or the end ends one)."""
-    nxt = torch.cat([tour[1:], tour.new_zeros(1)])
-    return int(((tour != 0) & (nxt == 0)).sum())
-
-
 def set_of(name: str, problem: str) -> str:
     """The row's set: TSPLIB, CVRPLIB X (Uchoa et al.) or the classic CVRPLIB sets A, B, E, P."""
     return "TSPLIB" if problem == "tsp" else "CVRPLIB X" if name.startswith("X-") else "CVRPLIB A/B/E/P"
@@ -75,7 +71,8 @@ def real_rows(time_limit: float) -> list[tuple]:
                 continue
             out = pieces(get_problem(real.problem), real.instance, time_limit)
             gaps = [tsplib.gap(real, tsplib.cost(real, tours)) for tours in out[:3]]
-            rows.append((set_of(real.name, real.problem), real.name, *gaps, out[3], routes(out[2][0])))
+            fleet = f"{count_routes(out[2])} ({tsplib.fleet_size(path)})" if real.problem == "cvrp" else "-"
+            rows.append((set_of(real.name, real.problem), real.name, *gaps, out[3], fleet))
     return rows
 
 
@@ -104,9 +101,7 @@ def main() -> None:
           "|---|---|---|---|---|---|")
     for r in rows:
         if not r[0].endswith("(seed 4321)"):
-            k = r[1].rsplit("-k", 1)[-1] if r[0] != "TSPLIB" else None
-            fleet = f"{r[6]} ({k})" if k else "-"
-            print(f"| {r[1]} | {r[2]:.2f}% | {r[3]:.2f}% | {r[4]:.2f}% | {r[5]:.2f} | {fleet} |")
+            print(f"| {r[1]} | {r[2]:.2f}% | {r[3]:.2f}% | {r[4]:.2f}% | {r[5]:.2f} | {r[6]} |")
     print(f"\nmean gap per set, --time-limit {args.time_limit:g}, one thread:\n")
     print("| set | instances | NN + 2-opt | construction | pipeline | s / instance |\n|---|---|---|---|---|---|")
     for group in dict.fromkeys(r[0] for r in rows):

@@ -239,9 +239,9 @@ class RoutingVectorEnv(VectorEnv):
         max_episode_steps: truncation after this many steps of an episode (a positive integer), or None.
         render_mode: None or ``"rgb_array"``: ``render()`` draws one frame per sub-env.
         render_size: ``(width, height)`` of the frames, integers from 64 to 8192 pixels, default ``(600, 600)``.
-        compile: ``True`` steps with :func:`advance_and_renew` compiled by ``torch.compile`` (on the CPU its two
-            parts apart, :meth:`_stepper`; the first step of a shape compiles; results equal the eager
-            step's up to float rounding). Default ``False``.
+        compile: ``True`` steps with :func:`advance_and_renew` compiled by ``torch.compile`` (on the CPU with
+            its renewal only in steps that reset, :meth:`_stepper`; the first step of a shape compiles; results
+            equal the eager step's up to float rounding). Default ``False``.
         **variant: the problem's options (its ``variants``); an unknown one raises ``TypeError``.
 
     A bad argument is a ``ValueError`` naming it. In torch mode on a device other than the CPU, a step in
