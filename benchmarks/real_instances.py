@@ -40,6 +40,8 @@ FOLDERS = (ROOT / "tests" / "data", ROOT / "benchmarks" / "instances", ROOT.pare
 REFERENCES = ROOT / "benchmarks" / "instances" / "references.json"  # optima of the files that state none
 REFERENCE = {"tsp": ("lkh", 1.0), "cvrp": ("pyvrp", 2.0)}  # solver, seconds per instance (times --reference-seconds)
 SHARE = 0.3  # the pipeline's construction_share
+GENERATED = {"tsp": "TSP", "cvrp": "CVRP"}  # the generated sets, by problem
+SETS = ("TSPLIB", "CVRPLIB A/B/E/P", "CVRPLIB X", *GENERATED.values())
 
 
 def pieces(problem, instances, time_limit: float):
@@ -58,8 +60,8 @@ def set_of(name: str, problem: str) -> str:
     return "TSPLIB" if problem == "tsp" else "CVRPLIB X" if name.startswith("X-") else "CVRPLIB A/B/E/P"
 
 
-def real_rows(time_limit: float) -> list[tuple]:
-    """(set, name, gaps of NN + 2-opt / construction / pipeline, seconds) per real instance file."""
+def real_rows(time_limit: float, sets: list[str]) -> list[tuple]:
+    """(set, name, gaps of NN + 2-opt / construction / pipeline, seconds) per real instance file of ``sets``."""
     rows, seen = [], set()
     for folder in FOLDERS:
         for path in sorted(folder.glob("*.tsp")) + sorted(folder.glob("*.vrp")):
@@ -67,7 +69,7 @@ def real_rows(time_limit: float) -> list[tuple]:
                 continue
             seen.add(path.name)
             real = tsplib.load(path, table=REFERENCES)
-            if real.reference is None:
+            if real.reference is None or set_of(real.name, real.problem) not in sets:
                 continue
             out = pieces(get_problem(real.problem), real.instance, time_limit)
             gaps = [tsplib.gap(real, tsplib.cost(real, tours)) for tours in out[:3]]
@@ -83,7 +85,7 @@ def generated_rows(name: str, n: int, count: int, time_limit: float, reference_s
     ref = solve(problem, instances, method, seconds * reference_seconds, progress=False, seed=4321).cost.double()
     out = pieces(problem, instances, time_limit)
     gaps = [100 * (tour_cost(problem, instances, tours) - ref) / ref for tours in out[:3]]
-    return [(f"{name.upper()}-{n} (seed 4321)", str(i), *(float(g[i]) for g in gaps), out[3]) for i in range(count)]
+    return [(f"{GENERATED[name]}-{n} (seed 4321)", str(i), *(float(g[i]) for g in gaps), out[3]) for i in range(count)]
 
 
 def main() -> None:
@@ -92,11 +94,13 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=20, help="generated instances per set")
     ap.add_argument("--num-nodes", type=int, default=100, help="nodes of the generated sets")
     ap.add_argument("--reference-seconds", type=float, default=1.0, help="scales the solvers' seconds")
+    ap.add_argument("--sets", nargs="+", choices=SETS, default=list(SETS), help="the sets to measure (default all)")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    rows = real_rows(args.time_limit)
+    rows = real_rows(args.time_limit, args.sets)
     for name in ("tsp", "cvrp"):
-        rows += generated_rows(name, args.num_nodes, args.count, args.time_limit, args.reference_seconds)
+        if GENERATED[name] in args.sets:
+            rows += generated_rows(name, args.num_nodes, args.count, args.time_limit, args.reference_seconds)
     print("| instance | NN + 2-opt | construction | pipeline | s / instance | routes (k in the name) |\n"
           "|---|---|---|---|---|---|")
     for r in rows:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from agents.inference.local_search import two_opt
-from agents.references.pipeline import best, double_bridge
+from agents.references.pipeline import best, double_bridge, ruin_recreate, savings_start
 from agents.inference.search import decode
 from agents.policies.pretrained import load_pretrained
 from agents.references.heuristics import construct, improve_routes, nearest_neighbour_tsp
@@ -58,6 +58,27 @@ def test_pipeline__double_bridge_keeps_every_node():
     kicked = double_bridge(tours, torch.Generator().manual_seed(0))
     assert (kicked.sort(dim=1).values == torch.arange(30)).all()
     assert (kicked[:, 0] == tours[:, 0]).all() and not torch.equal(kicked, tours)
+
+
+def test_pipeline__ruin_and_recreate_keeps_every_customer_within_the_capacity():
+    problem = get_problem("cvrp")
+    inst = instances(problem, 16, 40, seed=4)
+    tours = savings_start(problem, inst)[1]
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        kicked = ruin_recreate(problem, inst, tours, generator)
+        assert torch.isfinite(tour_cost(problem, inst, kicked)).all()  # replays: every load fits
+        served = kicked.sort(dim=1).values
+        assert (served[:, -40:] == torch.arange(1, 41)).all() and (served[:, :-40] == 0).all()
+        assert not torch.equal(kicked[:, :tours.shape[1]], tours)
+
+
+def test_pipeline__routes_start_from_the_savings_where_a_capacity_alone_binds():
+    problem = get_problem("cvrp")
+    inst = instances(problem, 4, 50, seed=6)
+    found = best(load_pretrained("cvrp", 20), problem, inst, time_limit=0.3)
+    assert (found.cost <= savings_start(problem, inst)[0] + 1e-9).all()
+    assert torch.allclose(tour_cost(problem, inst, found.tours), found.cost)
 
 
 def test_pipeline__respects_its_time_limit_roughly():

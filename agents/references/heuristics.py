@@ -32,6 +32,8 @@ name                 what it does
 ``2opt``             without a depot: farthest insertion then 2-opt; with routes that return to the depot:
                      ``greedy`` then intra-route 2-opt; with optional visits: ``greedy``, then rounds of 2-opt
                      and node insertion / removal (:func:`improve_routes`)
+``savings``          routes bound by a capacity alone (CVRP, SDVRP): Clarke & Wright's parallel savings
+                     (:func:`savings_routes`)
 ==================== ========================================================================================
 
 The insertions and ``2opt`` plan whole tours from the instance, so their policies read it from the first
@@ -41,8 +43,9 @@ None).
 ``nearest`` measures the problem's declared travel costs where it has them (``policy.edge_weights``, the
 cost from the current node's row), Euclidean distances otherwise.
 
-References: Rosenkrantz, Stearns & Lewis (1977) for the insertion rules; Croes (1958) for 2-opt. Kool et
-al. 2019 (Table 1) report the same baselines for TSP.
+References: Rosenkrantz, Stearns & Lewis (1977) for the insertion rules; Croes (1958) for 2-opt; Clarke &
+Wright (1964) and Yellow (1970) for the savings. Kool et al. 2019 (Table 1) report the same baselines for
+TSP.
 """
 from __future__ import annotations
 
@@ -59,7 +62,10 @@ from ..inference.rollout import make_env, replay, rollout
 from ..inference.search import pad_tours
 
 INSERTION_RULES = ("nearest", "farthest", "random")
-PLANNED = ("nearest_insertion", "farthest_insertion", "random_insertion", "2opt")  # tours planned from the instance
+WINDOW = 64  # savings pairs :func:`savings_routes` checks at once
+LOAD_TOLERANCE = 1e-6  # a joined route fits when its load (float64, fractions of the capacity) is at most 1 + this
+INF = float("inf")
+PLANNED = ("nearest_insertion", "farthest_insertion", "random_insertion", "2opt", "savings")  # planned from the instance
 
 
 # -- policies of the protocol -------------------------------------------------------------------
@@ -195,6 +201,7 @@ HEURISTICS: dict[str, Callable[..., object]] = {  # name -> (problem -> policy o
     "farthest_insertion": partial(PlannedTours, name="farthest_insertion"),
     "random_insertion": partial(PlannedTours, name="random_insertion"),
     "2opt": partial(PlannedTours, name="2opt"),
+    "savings": partial(PlannedTours, name="savings"),
 }
 
 
@@ -223,11 +230,23 @@ def _not_for(problem, name: str) -> str | None:
     if name.endswith("_insertion") and problem.has_depot:
         without = "/".join(p.label for p in PROBLEMS.values() if not p.has_depot)
         return f"heuristic {name!r} is for problems without a depot ({without} only)"
+    if name == "savings" and not capacity_only(problem):
+        which = "/".join(p.label for p in PROBLEMS.values() if capacity_only(p))
+        return f"heuristic 'savings' joins routes bound by a capacity alone ({which} only)"
     if name in PLANNED and problem.policy.coordinates is None:
         return f"heuristic {name!r} plans tours by Euclidean distances, and {problem.label} has no coordinates"
     if name in PLANNED and (why := hidden_instance(problem)):
         return f"heuristic {name!r} plans whole tours from the instance, and {why}"
     return None
+
+
+@cache
+def capacity_only(problem) -> bool:
+    """Routes from a depot that serve every customer within a capacity and nothing else: instances of exactly
+    ``locs`` and ``demand`` (CVRP, SDVRP), what :func:`savings_routes` reads."""
+    problem = get_problem(problem)
+    fields = problem.generate(1, max(2, problem.min_num_nodes))._fields
+    return problem.has_depot and problem.optional_visits is None and set(fields) == {"locs", "demand"}
 
 
 def check_heuristic(problem, name: str) -> None:
@@ -294,6 +313,82 @@ def insertion_tsp(locs: Tensor, rule: str = "farthest", generator: torch.Generat
         in_tour[rows, node] = True
         to_tour = torch.minimum(to_tour, d_node)
     return tour
+
+
+def savings_routes(instances, shape: float | Tensor = 1.0, neighbours: int = 20) -> Tensor:
+    """Capacitated routes (B, S) by Clarke & Wright's parallel savings (1964), batched: every customer
+    starts on a route of its own, and in decreasing order of the saving ``d(0, i) + d(0, j) - shape * d(i, j)``
+    (``shape`` scalar or (B,): Yellow's 1970 route-shape parameter) two routes whose ends are ``i`` and ``j``
+    are joined there where their loads fit the capacity (1: ``instances.demand`` is a fraction of it).
+    Only pairs among each customer's ``neighbours`` nearest customers are considered (the others' savings
+    are rarely taken first). Reads ``locs`` and ``demand``; routes in Kool's action format (no leading
+    depot, the depot between routes, padded with it)."""
+    locs, demand = instances.locs, instances.demand.double()
+    b, n, _ = locs.shape
+    dev = locs.device
+    rows = torch.arange(b, device=dev)
+    dist = distances(locs)
+    shape = torch.as_tensor(shape, dtype=torch.float64, device=dev).expand(b)
+    k = min(neighbours, n - 2)
+    if k < 1:  # one customer (or none): one route
+        return torch.arange(n, device=dev).roll(-1).expand(b, n).clone()
+    between = dist[:, 1:, 1:] + torch.diag(torch.full((n - 1,), INF, dtype=torch.float64, device=dev))
+    near = between.topk(k, dim=2, largest=False).indices + 1  # (B, N-1, k) nearest other customers
+    i = torch.arange(1, n, device=dev)[None, :, None].expand_as(near).reshape(b, -1)
+    j = near.reshape(b, -1)
+    saving = dist[:, 0].gather(1, i) + dist[:, 0].gather(1, j) - shape[:, None] * dist[rows[:, None], i, j]
+    mutual = (near.gather(1, (j - 1)[:, :, None].expand(-1, -1, k)) == i[:, :, None]).any(dim=2)
+    saving = saving.masked_fill(mutual & (i > j), -INF)  # each pair once
+    order = saving.argsort(dim=1, descending=True)
+    saving, i, j = saving.gather(1, order), i.gather(1, order), j.gather(1, order)
+    pair = torch.stack([i, j], dim=2)  # (B, P, 2)
+    label = torch.arange(n, device=dev).expand(b, n).clone()  # a route is named by one of its customers
+    load = demand.clone()  # load of the route named v, at v
+    link = torch.zeros(b, 2, n, dtype=torch.long, device=dev)  # next / previous customer on the route, 0 at an end
+    count = (saving > 0).sum(dim=1)  # pairs with a positive saving, first in the order
+    pos = torch.zeros_like(count)  # the next pair of each row
+    window = torch.arange(WINDOW, device=dev)
+    while bool((pos < count).any()):  # each row's next join within WINDOW pairs (its state changes only there)
+        at = pos[:, None] + window  # (B, W)
+        ac = pair.gather(1, at.clamp(max=pair.shape[1] - 1)[:, :, None].expand(-1, -1, 2))  # customers a and c
+        named = label.gather(1, ac.view(b, -1)).view(b, WINDOW, 2)  # their routes
+        around = link.gather(2, ac.view(b, 1, -1).expand(b, 2, -1)).view(b, 2, WINDOW, 2)  # next / previous of a, c
+        fits = load.gather(1, named.view(b, -1)).view(b, WINDOW, 2).sum(dim=2) <= 1 + LOAD_TOLERANCE
+        ok = (at < count[:, None]) & (named[..., 0] != named[..., 1]) & (around == 0).any(dim=1).all(dim=2) & fits
+        join = ok.any(dim=1)
+        first = ok.to(torch.uint8).argmax(dim=1)
+        pos = torch.where(join, pos + first + 1, pos + WINDOW)
+        ac, named, around = ac[rows, first], named[rows, first], around[rows, :, first]
+        # orient: a the last customer of its route, c the first of its own, then link a -> c
+        turn = join[:, None] & (around[:, [0, 1], [0, 1]] != 0)  # a has a next, c a previous
+        flip = ((label[:, None] == named[:, :, None]) & turn[:, :, None]).any(dim=1)  # (B, N)
+        link = torch.where(flip[:, None], link.flip(1), link).view(b, 2 * n)
+        at = torch.stack([ac[:, 0], n + ac[:, 1]], dim=1)  # next of a, previous of c
+        link = link.scatter(1, at, torch.where(join[:, None], ac.flip(1), link.gather(1, at))).view(b, 2, n)
+        load = load.scatter_add(1, named[:, :1], torch.where(join, load.gather(1, named[:, 1:]).squeeze(1), 0.0)[:, None])
+        label = torch.where(join[:, None] & (label == named[:, 1:]), named[:, :1], label)
+    return linked_routes(*link.unbind(1))
+
+
+def linked_routes(nxt: Tensor, prv: Tensor) -> Tensor:
+    """Routes (B, S) in Kool's action format from linked customers (B, N) (``nxt`` / ``prv``: the next / previous
+    customer on a customer's route, 0 at its ends; column 0 unused), routes in the order of their first customer."""
+    b, n = nxt.shape
+    rows = torch.arange(b, device=nxt.device)
+    first = prv == 0
+    first[:, 0] = False
+    current = torch.zeros(b, dtype=torch.long, device=nxt.device)
+    steps = []
+    for _ in range(2 * (n - 1)):
+        at_depot = current == 0
+        start = first.float().argmax(dim=1)  # the first route not yet driven (0 where none is left)
+        start = torch.where(first.any(dim=1), start, 0)
+        current = torch.where(at_depot, start, nxt[rows, current])
+        first[rows, current] = False
+        steps.append(current)
+        if bool((at_depot & (start == 0)).all()):
+            break
+    return torch.stack(steps, dim=1)
 
 
 def construct(problem, instances, policy=None, strategy: str = "greedy",
@@ -413,6 +508,8 @@ def heuristic_tours(problem, instances, name: str, generator: torch.Generator | 
         return insertion_tsp(instances.locs, name.split("_")[0], generator=gen)
     if name == "random":
         return construct(problem, instances, UniformRandom(problem), strategy="sample", generator=gen)
+    if name == "savings":
+        return savings_routes(instances)
     if name == "2opt":
         if not problem.has_depot:
             tour = insertion_tsp(instances.locs, "farthest")

@@ -5,12 +5,13 @@
 
 1. **the heuristic start**: nearest neighbour (the ``greedy`` heuristic: the nearest feasible node) then
    2-opt (a closed tour; intra-route 2-opt for routes: :func:`~agents.references.heuristics.improve_routes`),
-   the baseline every result is at most as long as;
+   the baseline every result is at most as long as; for routes bound by a capacity alone (CVRP, SDVRP) also
+   the savings routes (:func:`savings_start`);
 2. **the policy's construction**, where a policy is given: greedy decoding on the 8 symmetries of the unit
    square, then POMO's multi-start on them, a few start nodes at a time while ``construction_share`` of
    the budget lasts (multi-start over every node of a 200-node instance, x 8, takes about 18 s on one
    CPU thread, so it is cut to what fits);
-3. **local search** (:func:`agents.inference.local_search.improve`) from the cheaper of the two, with the
+3. **local search** (:func:`agents.inference.local_search.improve`) from the cheapest of them, with the
    time left (searching from both spent half of each round on the worse start);
 4. for tours without a depot (TSP), while time is left: **iterated local search** from each instance's
    best tour, ``perturbations`` copies at a time, each a random local double bridge (blocks B and C of
@@ -32,13 +33,16 @@ from torch import Tensor
 from routing_gym.problems import get_problem, tour_cost
 from routing_gym.problems.base import replay
 
-from ..inference.local_search import Move, Rounds, exchange, improve, pad_like, two_opt
+from ..inference.local_search import (Move, Rounds, distances, exchange, giant_actions, improve, pad_like, two_opt,
+                                      with_depot)
 from ..inference.search import NUM_AUGMENTATIONS, Copies, best_of_copies, pad_tours
 from ..policies.protocol import Policy, select_rows
-from .heuristics import construct, improve_routes
+from .heuristics import LOAD_TOLERANCE, capacity_only, construct, improve_routes, savings_routes
 
 SHORTEST_BLOCK = 4  # a double bridge's blocks are longer than or-opt's (1-3 nodes), which would move them back
 MIN_PERTURBED = 2 * SHORTEST_BLOCK + 2  # nodes a tour needs for a double bridge: the first, two blocks, one more
+RUINED = (5, 15)  # customers a ruin and recreate takes out, at least and at most
+SHAPES = (0.6, 0.8, 1.0, 1.2, 1.4, 1.6)  # route-shape parameters of the savings start, one copy of an instance each
 
 
 class Found(NamedTuple):
@@ -64,6 +68,18 @@ def heuristic_start(problem, instances) -> Tensor:
     if closed_tour(problem):
         return two_opt(instances.locs, torch.cat([start, start[:, :1]], dim=1))[:, :-1]
     return improve_routes(problem, instances, start) if problem.has_depot else start
+
+
+def savings_start(problem, instances) -> tuple[Tensor, Tensor]:
+    """``(cost (B,), tours (B, S))``: the cheapest of the savings routes with each route shape of :data:`SHAPES`
+    (:func:`~agents.references.heuristics.savings_routes`), for routes bound by a capacity alone."""
+    b = instances[0].shape[0]
+    s = len(SHAPES)
+    copies = select_rows(instances, torch.arange(b, device=instances[0].device).repeat_interleave(s))
+    tours = savings_routes(copies, torch.tensor(SHAPES).repeat(b))
+    cost, ok, _ = replay(problem, copies, tours)
+    cost, pick = cost.masked_fill(~ok, float("inf")).view(b, s).min(dim=1)
+    return cost, tours.view(b, s, -1)[torch.arange(b), pick]
 
 
 def cheaper(problem, cost: Tensor, tours: Tensor, new_cost: Tensor, new_tours: Tensor) -> tuple[Tensor, Tensor]:
@@ -116,17 +132,52 @@ def double_bridge(tours: Tensor, generator: torch.Generator) -> Tensor:
     return exchange(tours, Move(*(f if f is None else f.to(tours.device) for f in move)))
 
 
+def ruin_recreate(problem, instances, tours: Tensor, generator: torch.Generator) -> Tensor:
+    """Routes (R, S) bound by a capacity alone with the customers nearest a random one (:data:`RUINED` of them,
+    the one included) taken out and put back one at a time, in random order, each where it adds least length
+    and its route's load fits (a route of its own where none fits); rows whose result does not replay keep
+    their tour. Schrimpf et al. (2000)'s ruin and recreate, with a radial ruin and best insertion."""
+    locs, demand = instances.locs, instances.demand.double()
+    r, n = locs.shape[:2]
+    dev = tours.device
+    rows = torch.arange(r, device=dev)
+    dist = distances(locs)
+    m = min(n - 1, int(torch.randint(RUINED[0], RUINED[1] + 1, (), generator=generator)))
+    seed = torch.randint(1, n, (r,), generator=generator).to(dev)
+    out = dist[rows, seed, 1:].topk(m, largest=False).indices + 1  # (R, m), the seed first
+    out = out.gather(1, torch.rand(r, m, generator=generator).to(dev).argsort(dim=1))
+    seq = with_depot(pad_like(tours, tours.shape[1] + m + 2, True))  # room for m more depot visits
+    seq = with_depot(giant_actions(seq.masked_fill((seq[:, :, None] == out[:, None]).any(dim=2), 0)))
+    for v in out.unbind(1):
+        route = (seq == 0).cumsum(dim=1) - 1  # (R, L) the route of each position: edge (p, p + 1) lies in route[p]
+        load = torch.zeros_like(demand[:, :1]).expand(r, seq.shape[1]).scatter_add(1, route, demand.gather(1, seq))
+        a, c = seq[:, :-1], seq[:, 1:]
+        to_v = dist[rows, v]
+        grow = to_v.gather(1, a) + to_v.gather(1, c) - dist[rows[:, None], a, c]
+        fits = load.gather(1, route[:, :-1]) + demand[rows, v][:, None] <= 1 + LOAD_TOLERANCE
+        at = grow.masked_fill(~fits, float("inf")).argmin(dim=1) + 1  # v's new position
+        pos = torch.arange(seq.shape[1], device=dev)
+        seq = seq.gather(1, torch.where(pos < at[:, None], pos, pos - 1)).scatter(1, at[:, None], v[:, None])
+    kicked = giant_actions(seq)
+    ok = replay(problem, instances, kicked)[1]
+    width = max(kicked.shape[1], tours.shape[1])
+    return torch.where(ok[:, None], pad_like(kicked, width, True), pad_like(tours, width, True))
+
+
 def perturbation_search(problem, instances, cost: Tensor, tours: Tensor, deadline: float, copies: int,
                         generator: torch.Generator, first_round: float = 0.0) -> tuple[Tensor, Tensor]:
-    """Iterated local search on closed tours (B, N) until ``deadline``: rounds of ``copies`` perturbed
-    copies of each instance's best tour (:func:`double_bridge`), searched by ``improve``; the cheapest kept
-    where it is cheaper."""
+    """Iterated local search until ``deadline``: rounds of ``copies`` perturbed copies of each instance's best
+    tour (closed tours (B, N): :func:`double_bridge`; routes bound by a capacity alone: :func:`ruin_recreate`),
+    searched by ``improve``; the cheapest kept where it is cheaper."""
     b = tours.shape[0]
     rows = torch.arange(b, device=tours.device).repeat_interleave(copies)
     many = select_rows(instances, rows)
     clock = Rounds(deadline, first_round)  # a round starts where it would end in time, as the previous one took
     while clock.may_start():
-        kicked = double_bridge(tours[rows], generator)
+        if closed_tour(problem):
+            kicked = double_bridge(tours[rows], generator)
+        else:
+            kicked = ruin_recreate(problem, many, tours[rows], generator)
         found, found_cost = improve(problem, many, kicked, time_limit=max(0.0, deadline - time.monotonic()))
         found_cost, pick = found_cost.view(b, copies).min(dim=1)
         found = found.view(b, copies, -1)[torch.arange(b), pick]
@@ -171,10 +222,13 @@ def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, 
         built_cost, built = construction(policy, problem, instances, began + construction_share * budget,
                                          augment=augment, batch_size=batch_size)
     cost, tours = cheaper(problem, start_cost, start, built_cost, built)  # an infeasible construction costs inf
+    if capacity_only(problem):
+        cost, tours = cheaper(problem, cost, tours, *savings_start(problem, instances))
     searching = time.monotonic()
     tours, cost = improve(problem, instances, tours, time_limit=max(0.0, deadline - time.monotonic()))
     searched = cost.clone()
-    if closed_tour(problem) and tours.shape[1] >= MIN_PERTURBED and perturbations > 0:
+    perturbed = closed_tour(problem) and tours.shape[1] >= MIN_PERTURBED or capacity_only(problem)
+    if perturbed and perturbations > 0:
         cost, tours = perturbation_search(problem, instances, cost, tours, deadline, perturbations, generator,
                                           first_round=time.monotonic() - searching)
     cost, ok, _ = replay(problem, instances, tours)
