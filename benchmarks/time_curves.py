@@ -15,11 +15,13 @@ Methods, each run at every time limit T (seconds per instance):
 - ``construction``: the shipped model of the nearest size alone, with the whole budget (the pipeline's
   construction: greedy x 8, then multi-start x 8 a few start nodes at a time until T would pass; it stops
   earlier once every start node is decoded);
-- ``construction + search`` (TSP): the pipeline without its iterated local search (``best(...,
-  perturbations=0)``): the construction, then local search from the cheaper of it and NN + 2-opt until the
-  search converges or T is spent. For CVRP the pipeline has no further step, so this line would be the pipeline's;
-- ``search, no model``: the pipeline without a policy (``best(None, ...)``): NN + 2-opt, local search, and
-  iterated local search for TSP: what the search alone buys, and so what the model adds;
+- ``savings`` (CVRP): the best of the savings routes of six route shapes (the pipeline's other heuristic start,
+  ``savings_start``); it takes no time limit either;
+- ``construction + search``: the pipeline without its iterated local search (``best(...,
+  perturbations=0)``): the construction, then local search from the cheapest of it, NN + 2-opt and (CVRP)
+  the savings until the search converges or T is spent;
+- ``search, no model``: the pipeline without a policy (``best(None, ...)``): NN + 2-opt (and the savings),
+  local search, and iterated local search: what the search alone buys, and so what the model adds;
 - ``pipeline``: ``best(policy, ...)``, as ``routing-gym eval --decode best --time-limit T`` runs it;
 - ``PyVRP`` (TSP and CVRP) and ``LKH-3`` (TSP: the adapter has no CVRP) through
   ``agents.references.solvers.solve`` with T seconds per instance; on the real files they minimise the
@@ -46,7 +48,8 @@ import torch
 from torch import Tensor
 
 from agents.policies.pretrained import load_pretrained, nearest_pretrained_size
-from agents.references.pipeline import best, construction, heuristic_start
+from agents.references.heuristics import capacity_only
+from agents.references.pipeline import best, construction, heuristic_start, savings_start
 from agents.references.solvers import available, solve
 from real_instances import FOLDERS  # benchmarks/, the script's folder, is on sys.path
 from routing_gym import tsplib
@@ -59,8 +62,10 @@ SETS = (*REAL, *GENERATED)
 LIMITS = (0.1, 0.3, 1.0, 3.0, 10.0)
 SEED = 4321
 SOLVERS = {"PyVRP": "pyvrp", "LKH-3": "lkh"}
-METHODS = ("NN + 2-opt", "construction", "construction + search", "search, no model", "pipeline", *SOLVERS)
-STYLE = {"NN + 2-opt": ("tab:gray", "--", "s"), "construction": ("tab:orange", "-", "^"),
+ONCE = ("NN + 2-opt", "savings")  # no time limit: run once, drawn flat
+METHODS = ("NN + 2-opt", "savings", "construction", "construction + search", "search, no model", "pipeline", *SOLVERS)
+STYLE = {"NN + 2-opt": ("tab:gray", "--", "s"), "savings": ("tab:brown", "--", "*"),
+         "construction": ("tab:orange", "-", "^"),
          "construction + search": ("tab:purple", "-", "v"), "search, no model": ("tab:green", "-", "D"),
          "pipeline": ("tab:blue", "-", "o"), "PyVRP": ("tab:red", ":", "x"), "LKH-3": ("black", ":", "+")}
 
@@ -112,8 +117,8 @@ def generated_bench(name: str, count: int, n: int, reference_seconds: float) -> 
 
 
 def applies(method: str, problem) -> bool:
-    if method == "construction + search":
-        return problem.name == "tsp"  # CVRP: the pipeline has no step after it
+    if method == "savings":
+        return capacity_only(problem)
     if method in SOLVERS:
         return available(SOLVERS[method]) and (problem.name == "tsp" or SOLVERS[method] == "pyvrp")
     return True
@@ -126,6 +131,8 @@ def measure(bench: Bench, method: str, limit: float, policy) -> tuple[float, flo
     began = time.perf_counter()
     if method == "NN + 2-opt":
         tours = heuristic_start(problem, instances)
+    elif method == "savings":
+        tours = savings_start(problem, instances)[1]
     elif method == "construction":
         tours = construction(policy, problem, instances, time.monotonic() + limit * b)[1]
     elif method == "construction + search":
@@ -142,7 +149,7 @@ def measure(bench: Bench, method: str, limit: float, policy) -> tuple[float, flo
 
 
 def run(benches: list[Bench], limits: list[float], methods: list[str]) -> dict:
-    """{(set, method): [(gap, seconds) per limit]}; NN + 2-opt is run once and repeated."""
+    """{(set, method): [(gap, seconds) per limit]}; NN + 2-opt and the savings are run once and repeated."""
     results = {}
     for bench in benches:
         size = bench.problem.size_of(bench.instances)
@@ -151,7 +158,7 @@ def run(benches: list[Bench], limits: list[float], methods: list[str]) -> dict:
             if not applies(method, bench.problem):
                 continue
             began = time.perf_counter()
-            if method == "NN + 2-opt":
+            if method in ONCE:
                 results[bench.name, method] = [measure(bench, method, 0.0, policy)] * len(limits)
             else:
                 results[bench.name, method] = [measure(bench, method, t, policy) for t in limits]
@@ -187,7 +194,7 @@ def plot(results: dict, limits: list[float], path: Path) -> None:
                 continue
             colour, style, marker = STYLE[method]
             gaps, seconds = [g for g, _ in cells], [max(s, 1e-3) for _, s in cells]
-            if method == "NN + 2-opt":  # no time limit: its value, flat, from the time it took
+            if method in ONCE:  # no time limit: its value, flat, from the time it took
                 ax.axhline(gaps[0], color=colour, linestyle=style, linewidth=1)
                 line, = ax.plot(seconds[:1], gaps[:1], color=colour, linestyle=style, marker=marker)
             else:

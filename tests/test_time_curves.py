@@ -27,3 +27,13 @@ def test_time_curves__rows_parse_and_gaps_against_the_optimum_are_not_negative(m
     assert all(abs(round(results["eil51", m][0][0], 2) - g) < 1e-9 for m, g in gaps.items())  # printed = returned
     assert all(0 < float(m.group(4)) < 5 for m in rows)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_time_curves__cvrp_rows_have_the_savings_and_the_pipeline_is_never_worse(monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    script = runpy.run_path(str(ROOT / "benchmarks" / "time_curves.py"))
+    results = script["main"](["--sets", "E-n22-k4", "--limits", "0.05", "--methods", "NN + 2-opt", "savings",
+                              "pipeline"])
+    gaps = {method: cells[0][0] for (name, method), cells in results.items() if name == "E-n22-k4"}
+    assert set(gaps) == {"NN + 2-opt", "savings", "pipeline"}, capsys.readouterr().out
+    assert 0 <= gaps["pipeline"] <= min(gaps["savings"], gaps["NN + 2-opt"]) + 1e-9  # both are its starts

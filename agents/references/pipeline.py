@@ -5,18 +5,19 @@
 
 1. **the heuristic start**: nearest neighbour (the ``greedy`` heuristic: the nearest feasible node) then
    2-opt (a closed tour; intra-route 2-opt for routes: :func:`~agents.references.heuristics.improve_routes`),
-   the baseline every result is at most as long as; for routes bound by a capacity alone (CVRP, SDVRP) also
-   the savings routes (:func:`savings_start`);
+   the baseline every result is at most as long as; for routes that load a demand (:func:`capacity_routes`:
+   CVRP, SDVRP, the fixed-fleet CVRP, ...) also the savings routes (:func:`savings_start`);
 2. **the policy's construction**, where a policy is given: greedy decoding on the 8 symmetries of the unit
    square, then POMO's multi-start on them, a few start nodes at a time while ``construction_share`` of
    the budget lasts (multi-start over every node of a 200-node instance, x 8, takes about 18 s on one
    CPU thread, so it is cut to what fits);
 3. **local search** (:func:`agents.inference.local_search.improve`) from the cheapest of them, with the
    time left (searching from both spent half of each round on the worse start);
-4. for tours without a depot (TSP), while time is left: **iterated local search** from each instance's
-   best tour, ``perturbations`` copies at a time, each a random local double bridge (blocks B and C of
-   ``A B C D`` exchanged, :func:`~agents.inference.local_search.exchange`) searched again; the cheapest
-   copy is kept where it is shorter.
+4. while time is left, **iterated local search** from each instance's best tour, ``perturbations`` copies at
+   a time, each perturbed and searched again, the cheapest copy kept where it is shorter: for tours without a
+   depot (TSP) a random local double bridge (blocks B and C of ``A B C D`` exchanged,
+   :func:`~agents.inference.local_search.exchange`); for routes with :func:`capacity_routes` a ruin and
+   recreate of the customers around a random one (:func:`ruin_recreate`).
 
 Every step keeps the cheaper of its input and output tour, and every tour is validated through the unit
 (:func:`routing_gym.problems.tour_cost`), so the result is never worse than the construction nor than the
@@ -37,11 +38,12 @@ from ..inference.local_search import (Move, Rounds, distances, exchange, giant_a
                                       with_depot)
 from ..inference.search import NUM_AUGMENTATIONS, Copies, best_of_copies, pad_tours
 from ..policies.protocol import Policy, select_rows
-from .heuristics import LOAD_TOLERANCE, capacity_only, construct, improve_routes, savings_routes
+from .heuristics import LOAD_TOLERANCE, construct, improve_routes, savings_routes
 
 SHORTEST_BLOCK = 4  # a double bridge's blocks are longer than or-opt's (1-3 nodes), which would move them back
 MIN_PERTURBED = 2 * SHORTEST_BLOCK + 2  # nodes a tour needs for a double bridge: the first, two blocks, one more
-RUINED = (5, 15)  # customers a ruin and recreate takes out, at least and at most
+RUINED = (5, 15)  # customers a radial ruin takes out, at least and at most
+ROUTE_RUINS = 0.5  # the share of ruins that take out the customers of the least loaded route instead
 SHAPES = (0.6, 0.8, 1.0, 1.2, 1.4, 1.6)  # route-shape parameters of the savings start, one copy of an instance each
 
 
@@ -70,9 +72,19 @@ def heuristic_start(problem, instances) -> Tensor:
     return improve_routes(problem, instances, start) if problem.has_depot else start
 
 
+def capacity_routes(problem, instances) -> bool:
+    """Routes from a depot that serve every customer and load its ``demand`` (a fraction of a capacity of 1),
+    whatever else the unit adds (a fleet, time windows): where :func:`savings_start` and :func:`ruin_recreate`,
+    which read ``locs`` and ``demand`` alone, make tours; the unit's replay decides whether these hold and what
+    they cost (CVRPMVC charges the routes beyond its fleet)."""
+    fields = set(instances._fields)
+    return problem.has_depot and problem.optional_visits is None and {"locs", "demand"} <= fields
+
+
 def savings_start(problem, instances) -> tuple[Tensor, Tensor]:
     """``(cost (B,), tours (B, S))``: the cheapest of the savings routes with each route shape of :data:`SHAPES`
-    (:func:`~agents.references.heuristics.savings_routes`), for routes bound by a capacity alone."""
+    (:func:`~agents.references.heuristics.savings_routes`) where :func:`capacity_routes`, replayed through the
+    unit (+inf where none holds)."""
     b = instances[0].shape[0]
     s = len(SHAPES)
     copies = select_rows(instances, torch.arange(b, device=instances[0].device).repeat_interleave(s))
@@ -133,31 +145,44 @@ def double_bridge(tours: Tensor, generator: torch.Generator) -> Tensor:
 
 
 def ruin_recreate(problem, instances, tours: Tensor, generator: torch.Generator) -> Tensor:
-    """Routes (R, S) bound by a capacity alone with the customers nearest a random one (:data:`RUINED` of them,
-    the one included) taken out and put back one at a time, in random order, each where it adds least length
-    and its route's load fits (a route of its own where none fits); rows whose result does not replay keep
-    their tour. Schrimpf et al. (2000)'s ruin and recreate, with a radial ruin and best insertion."""
+    """Routes (R, S) of a unit with :func:`capacity_routes` with some customers taken out and put back one at a
+    time, in random order, each where it adds least length and its route's load fits (a route of its own where
+    none fits); the customers taken out: on :data:`ROUTE_RUINS` of the rows those of the least loaded route (so
+    that a route may go), on the others those nearest a random customer (:data:`RUINED`, it included). Rows
+    whose result does not replay through the unit keep their tour. Schrimpf et al. (2000)'s ruin and recreate
+    with best insertion."""
     locs, demand = instances.locs, instances.demand.double()
     r, n = locs.shape[:2]
     dev = tours.device
     rows = torch.arange(r, device=dev)
     dist = distances(locs)
+    seq = with_depot(pad_like(tours, tours.shape[1] + 2, True))
+    route = (seq == 0).cumsum(dim=1) - 1  # (R, L) the route of each position: edge (p, p + 1) lies in route[p]
+    load = torch.zeros_like(demand[:, :1]).expand(r, seq.shape[1]).scatter_add(1, route, demand.gather(1, seq))
+    load = load.masked_fill(load == 0, float("inf"))  # routes that serve someone
+    lightest = torch.zeros(r, n, dtype=torch.bool, device=dev).scatter_(
+        1, seq, route == load.argmin(dim=1, keepdim=True))  # the customers of the least loaded route
     m = min(n - 1, int(torch.randint(RUINED[0], RUINED[1] + 1, (), generator=generator)))
     seed = torch.randint(1, n, (r,), generator=generator).to(dev)
-    out = dist[rows, seed, 1:].topk(m, largest=False).indices + 1  # (R, m), the seed first
-    out = out.gather(1, torch.rand(r, m, generator=generator).to(dev).argsort(dim=1))
-    seq = with_depot(pad_like(tours, tours.shape[1] + m + 2, True))  # room for m more depot visits
-    seq = with_depot(giant_actions(seq.masked_fill((seq[:, :, None] == out[:, None]).any(dim=2), 0)))
-    for v in out.unbind(1):
-        route = (seq == 0).cumsum(dim=1) - 1  # (R, L) the route of each position: edge (p, p + 1) lies in route[p]
+    near = torch.zeros_like(lightest).scatter_(1, dist[rows, seed, 1:].topk(m, largest=False).indices + 1, True)
+    out = torch.where(torch.rand(r, 1, generator=generator).to(dev) < ROUTE_RUINS, lightest, near)
+    out[:, 0] = False
+    count = int(out.sum(dim=1).max())
+    key = torch.rand(r, n, generator=generator).to(dev).masked_fill(~out, float("inf"))
+    order = key.argsort(dim=1)[:, :count]  # (R, count) the customers taken out, in random order
+    taken = key.gather(1, order) < float("inf")
+    seq = with_depot(giant_actions(torch.cat([seq.masked_fill(out.gather(1, seq), 0), seq.new_zeros(r, count)], 1)))
+    pos = torch.arange(seq.shape[1], device=dev)
+    for v, put in zip(order.unbind(1), taken.unbind(1)):
+        route = (seq == 0).cumsum(dim=1) - 1
         load = torch.zeros_like(demand[:, :1]).expand(r, seq.shape[1]).scatter_add(1, route, demand.gather(1, seq))
         a, c = seq[:, :-1], seq[:, 1:]
         to_v = dist[rows, v]
         grow = to_v.gather(1, a) + to_v.gather(1, c) - dist[rows[:, None], a, c]
         fits = load.gather(1, route[:, :-1]) + demand[rows, v][:, None] <= 1 + LOAD_TOLERANCE
         at = grow.masked_fill(~fits, float("inf")).argmin(dim=1) + 1  # v's new position
-        pos = torch.arange(seq.shape[1], device=dev)
-        seq = seq.gather(1, torch.where(pos < at[:, None], pos, pos - 1)).scatter(1, at[:, None], v[:, None])
+        moved = seq.gather(1, torch.where(pos < at[:, None], pos, pos - 1)).scatter(1, at[:, None], v[:, None])
+        seq = torch.where(put[:, None], moved, seq)
     kicked = giant_actions(seq)
     ok = replay(problem, instances, kicked)[1]
     width = max(kicked.shape[1], tours.shape[1])
@@ -167,7 +192,7 @@ def ruin_recreate(problem, instances, tours: Tensor, generator: torch.Generator)
 def perturbation_search(problem, instances, cost: Tensor, tours: Tensor, deadline: float, copies: int,
                         generator: torch.Generator, first_round: float = 0.0) -> tuple[Tensor, Tensor]:
     """Iterated local search until ``deadline``: rounds of ``copies`` perturbed copies of each instance's best
-    tour (closed tours (B, N): :func:`double_bridge`; routes bound by a capacity alone: :func:`ruin_recreate`),
+    tour (closed tours (B, N): :func:`double_bridge`; routes with :func:`capacity_routes`: :func:`ruin_recreate`),
     searched by ``improve``; the cheapest kept where it is cheaper."""
     b = tours.shape[0]
     rows = torch.arange(b, device=tours.device).repeat_interleave(copies)
@@ -222,12 +247,12 @@ def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, 
         built_cost, built = construction(policy, problem, instances, began + construction_share * budget,
                                          augment=augment, batch_size=batch_size)
     cost, tours = cheaper(problem, start_cost, start, built_cost, built)  # an infeasible construction costs inf
-    if capacity_only(problem):
+    if capacity_routes(problem, instances):
         cost, tours = cheaper(problem, cost, tours, *savings_start(problem, instances))
     searching = time.monotonic()
     tours, cost = improve(problem, instances, tours, time_limit=max(0.0, deadline - time.monotonic()))
     searched = cost.clone()
-    perturbed = closed_tour(problem) and tours.shape[1] >= MIN_PERTURBED or capacity_only(problem)
+    perturbed = closed_tour(problem) and tours.shape[1] >= MIN_PERTURBED or capacity_routes(problem, instances)
     if perturbed and perturbations > 0:
         cost, tours = perturbation_search(problem, instances, cost, tours, deadline, perturbations, generator,
                                           first_round=time.monotonic() - searching)
