@@ -10,10 +10,11 @@ where that folder exists (files of a name already read are skipped), each gap ag
 ``routing-gym solve --method lkh / pyvrp`` computes them. Per set it prints the mean gap of:
 
 - ``NN + 2-opt``: nearest neighbour (the nearest feasible customer for CVRP) then 2-opt (within routes);
+- ``savings`` (CVRP): the best of the savings routes of six route shapes (the pipeline's other start);
 - ``construction``: the shipped model of the nearest size, greedy x 8 then multi-start x 8 while 30 % of
   the budget lasts (the pipeline's first step, run alone);
-- ``pipeline``: ``best`` (construction, local search from the cheaper of it and NN + 2-opt, then iterated
-  local search for TSP) with ``--time-limit`` seconds per instance, and its mean seconds per instance::
+- ``pipeline``: ``best`` (construction, local search from the cheapest of it, NN + 2-opt and the savings,
+  then iterated local search) with ``--time-limit`` seconds per instance, and its mean seconds per instance::
 
     python benchmarks/real_instances.py                       # --time-limit 2, 20 generated instances per set
     python benchmarks/real_instances.py --time-limit 0.5 --count 10
@@ -23,13 +24,14 @@ Real instances run one at a time; a generated set runs as one batch sharing coun
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
 
 import torch
 
 from agents.apps.commands.decoding import count_routes
-from agents.references.pipeline import best, construction, heuristic_start
+from agents.references.pipeline import best, capacity_routes, construction, heuristic_start, savings_start
 from agents.policies.pretrained import load_pretrained, nearest_pretrained_size
 from agents.references.solvers import solve
 from routing_gym import tsplib
@@ -40,19 +42,26 @@ FOLDERS = (ROOT / "tests" / "data", ROOT / "benchmarks" / "instances", ROOT.pare
 REFERENCES = ROOT / "benchmarks" / "instances" / "references.json"  # optima of the files that state none
 REFERENCE = {"tsp": ("lkh", 1.0), "cvrp": ("pyvrp", 2.0)}  # solver, seconds per instance (times --reference-seconds)
 SHARE = 0.3  # the pipeline's construction_share
+NAN = float("nan")  # the gap of a piece that does not apply
 GENERATED = {"tsp": "TSP", "cvrp": "CVRP"}  # the generated sets, by problem
 SETS = ("TSPLIB", "CVRPLIB A/B/E/P", "CVRPLIB X", *GENERATED.values())
 
 
 def pieces(problem, instances, time_limit: float):
-    """(NN + 2-opt tours, construction tours, pipeline tours, pipeline seconds per instance) of a batch."""
+    """(NN + 2-opt tours, savings tours (None where they do not apply), construction tours, pipeline tours,
+    pipeline seconds per instance) of a batch."""
     policy = load_pretrained(problem.name, nearest_pretrained_size(problem.name, problem.size_of(instances)))
     b = instances[0].shape[0]
     start = heuristic_start(problem, instances)
+    saved = savings_start(problem, instances)[1] if capacity_routes(problem, instances) else None
     built = construction(policy, problem, instances, time.monotonic() + SHARE * time_limit * b)[1]
     began = time.perf_counter()
     found = best(policy, problem, instances, time_limit)
-    return start, built, found.tours, (time.perf_counter() - began) / b
+    return start, saved, built, found.tours, (time.perf_counter() - began) / b
+
+
+def percent(gap: float) -> str:
+    return "-" if math.isnan(gap) else f"{gap:.2f}%"
 
 
 def set_of(name: str, problem: str) -> str:
@@ -72,9 +81,9 @@ def real_rows(time_limit: float, sets: list[str]) -> list[tuple]:
             if real.reference is None or set_of(real.name, real.problem) not in sets:
                 continue
             out = pieces(get_problem(real.problem), real.instance, time_limit)
-            gaps = [tsplib.gap(real, tsplib.cost(real, tours)) for tours in out[:3]]
-            fleet = f"{count_routes(out[2])} ({tsplib.fleet_size(path)})" if real.problem == "cvrp" else "-"
-            rows.append((set_of(real.name, real.problem), real.name, *gaps, out[3], fleet))
+            gaps = [NAN if tours is None else tsplib.gap(real, tsplib.cost(real, tours)) for tours in out[:4]]
+            fleet = f"{count_routes(out[3])} ({tsplib.fleet_size(path)})" if real.problem == "cvrp" else "-"
+            rows.append((set_of(real.name, real.problem), real.name, *gaps, out[4], fleet))
     return rows
 
 
@@ -84,8 +93,9 @@ def generated_rows(name: str, n: int, count: int, time_limit: float, reference_s
     method, seconds = REFERENCE[name]
     ref = solve(problem, instances, method, seconds * reference_seconds, progress=False, seed=4321).cost.double()
     out = pieces(problem, instances, time_limit)
-    gaps = [100 * (tour_cost(problem, instances, tours) - ref) / ref for tours in out[:3]]
-    return [(f"{GENERATED[name]}-{n} (seed 4321)", str(i), *(float(g[i]) for g in gaps), out[3]) for i in range(count)]
+    gaps = [torch.full_like(ref, NAN) if tours is None else 100 * (tour_cost(problem, instances, tours) - ref) / ref
+            for tours in out[:4]]
+    return [(f"{GENERATED[name]}-{n} (seed 4321)", str(i), *(float(g[i]) for g in gaps), out[4]) for i in range(count)]
 
 
 def main() -> None:
@@ -101,17 +111,18 @@ def main() -> None:
     for name in ("tsp", "cvrp"):
         if GENERATED[name] in args.sets:
             rows += generated_rows(name, args.num_nodes, args.count, args.time_limit, args.reference_seconds)
-    print("| instance | NN + 2-opt | construction | pipeline | s / instance | routes (k in the name) |\n"
-          "|---|---|---|---|---|---|")
+    print("| instance | NN + 2-opt | savings | construction | pipeline | s / instance | routes (k in the name) |\n"
+          "|---|---|---|---|---|---|---|")
     for r in rows:
         if not r[0].endswith("(seed 4321)"):
-            print(f"| {r[1]} | {r[2]:.2f}% | {r[3]:.2f}% | {r[4]:.2f}% | {r[5]:.2f} | {r[6]} |")
+            print(f"| {r[1]} | {' | '.join(percent(g) for g in r[2:6])} | {r[6]:.2f} | {r[7]} |")
     print(f"\nmean gap per set, --time-limit {args.time_limit:g}, one thread:\n")
-    print("| set | instances | NN + 2-opt | construction | pipeline | s / instance |\n|---|---|---|---|---|---|")
+    print("| set | instances | NN + 2-opt | savings | construction | pipeline | s / instance |\n"
+          "|---|---|---|---|---|---|---|")
     for group in dict.fromkeys(r[0] for r in rows):
         sel = [r for r in rows if r[0] == group]
-        mean = [sum(r[k] for r in sel) / len(sel) for k in (2, 3, 4, 5)]
-        print(f"| {group} | {len(sel)} | {mean[0]:.2f}% | {mean[1]:.2f}% | {mean[2]:.2f}% | {mean[3]:.2f} |")
+        mean = [sum(r[k] for r in sel) / len(sel) for k in (2, 3, 4, 5, 6)]
+        print(f"| {group} | {len(sel)} | {' | '.join(percent(m) for m in mean[:4])} | {mean[4]:.2f} |")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ name                 what it does
 ``2opt``             without a depot: farthest insertion then 2-opt; with routes that return to the depot:
                      ``greedy`` then intra-route 2-opt; with optional visits: ``greedy``, then rounds of 2-opt
                      and node insertion / removal (:func:`improve_routes`)
-``savings``          routes bound by a capacity alone (CVRP, SDVRP): Clarke & Wright's parallel savings
+``savings``          routes bound by a capacity alone (CVRP): Clarke & Wright's parallel savings
                      (:func:`savings_routes`)
 ==================== ========================================================================================
 
@@ -232,7 +232,7 @@ def _not_for(problem, name: str) -> str | None:
         return f"heuristic {name!r} is for problems without a depot ({without} only)"
     if name == "savings" and not capacity_only(problem):
         which = "/".join(p.label for p in PROBLEMS.values() if capacity_only(p))
-        return f"heuristic 'savings' joins routes bound by a capacity alone ({which} only)"
+        return f"heuristic 'savings' joins routes bound by a capacity alone ({which} only, where they replay)"
     if name in PLANNED and problem.policy.coordinates is None:
         return f"heuristic {name!r} plans tours by Euclidean distances, and {problem.label} has no coordinates"
     if name in PLANNED and (why := hidden_instance(problem)):
@@ -243,10 +243,13 @@ def _not_for(problem, name: str) -> str | None:
 @cache
 def capacity_only(problem) -> bool:
     """Routes from a depot that serve every customer within a capacity and nothing else: instances of exactly
-    ``locs`` and ``demand`` (CVRP, SDVRP), what :func:`savings_routes` reads."""
+    ``locs`` and ``demand`` (what :func:`savings_routes` reads), whose savings routes replay through the unit's
+    rules on a small generated batch (not SDVRP's, which sends a vehicle with room on to a customer)."""
     problem = get_problem(problem)
-    fields = problem.generate(1, max(2, problem.min_num_nodes))._fields
-    return problem.has_depot and problem.optional_visits is None and set(fields) == {"locs", "demand"}
+    instance = problem.generate(8, max(10, problem.min_num_nodes), generator=torch.Generator().manual_seed(0))
+    if not (problem.has_depot and problem.optional_visits is None and set(instance._fields) == {"locs", "demand"}):
+        return False
+    return bool(replay(problem, instance, savings_routes(instance))[1].all())
 
 
 def check_heuristic(problem, name: str) -> None:
