@@ -124,6 +124,26 @@ def test_eval__best_csv_rows_of_real_instances_recost_to_the_printed_cost(tmp_pa
         assert 0 < float(row["seconds"]) < 0.2 + 2.0
 
 
+def test_eval__best_keeps_to_its_time_limit_without_a_second_decoding_under_the_fleet(monkeypatch, capsys):
+    """Other decodings of a CVRPLIB file with more routes than its k are decoded again under the fixed fleet;
+    --decode best is not (that would take its time limit twice)."""
+    pytest.importorskip("vrplib")
+    from agents.apps.cli import main
+    from agents.apps.commands import eval_files
+
+    decoded = []
+    real_decode = eval_files.decode_with
+    monkeypatch.setattr(eval_files, "decode_with", lambda args, policy, problem, *rest: decoded.append(problem.name)
+                        or real_decode(args, policy, problem, *rest))
+    monkeypatch.setattr(eval_files, "count_routes", lambda tours: 99)  # more than any k
+    for decode in ("greedy", "best"):
+        decoded.clear()
+        assert main(["eval", "--instances", str(DATA / "E-n22-k4.vrp"), "--policy", "pretrained", "--decode", decode,
+                     "--time-limit", "0.05", "--no-progress"]) == 0
+        assert decoded == (["cvrp", "cvrpmvc"] if decode == "greedy" else ["cvrp"])
+    assert "or --decode best was given" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("name", ["tsp", "cvrp"])
 def test_eval__best_csv_rows_of_generated_instances_recost_with_tour_cost(tmp_path, capsys, name):
     from agents.apps.cli import main

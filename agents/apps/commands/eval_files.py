@@ -116,7 +116,7 @@ def note_fleets(rows: list[dict]) -> None:
         if r.get("vehicles") is not None and r["routes"] != r["vehicles"]:
             print(f"note: {r['name']}: {r['routes']} routes where its reference is for exactly k = {r['vehicles']} "
                   "vehicles (the decoding under the fixed fleet, cvrpmvc, could not keep to k either, or --no-fleet "
-                  "was given), so its cost and gap are not those of a "
+                  "or --decode best was given), so its cost and gap are not those of a "
                   "k-vehicle solution (with more routes, a cost below a proven optimum is possible)")
 
 
@@ -131,7 +131,8 @@ class FileDecoder:
     """The ``tours(problem_name, instance)`` that :func:`routing_gym.tsplib.evaluate` calls on a file: the
     policy's tours under ``--decode``, each policy loaded once per problem and size. A CVRPLIB file with a
     fleet k whose plain decoding used more routes is decoded again under the fixed-fleet CVRP (cvrpmvc), whose
-    tours replace the plain ones where they keep to k routes.
+    tours replace the plain ones where they keep to k routes; not with ``--decode best``, which keeps to its time
+    limit per instance.
     ``real`` is the file being evaluated (set by the caller); ``tours`` and ``seconds``, the last call's."""
 
     def __init__(self, args, options: dict):
@@ -153,7 +154,7 @@ class FileDecoder:
         with torch.no_grad():
             self.tours = decode_with(args, policy, get_problem(problem_name), instance, self.options).tours
             k = None if fleet is None else int(fleet.num_vehicles[0])
-            if k is not None and count_routes(self.tours) > k:
+            if k is not None and count_routes(self.tours) > k and args.decode != "best":  # best: its time limit holds
                 # more routes than the file's k: decoded again under the fixed-fleet CVRP's mask (same observation
                 # keys), kept where it keeps to k routes (else the plain tours stand, with the table's note)
                 fleet = type(fleet)(*(f.to(args.device) for f in fleet))
