@@ -311,7 +311,7 @@ def independent(found: Move, score: Tensor, most: int) -> Tensor:
     order = score.argsort(dim=1)
     lo, hi = (found.a - 1).gather(1, order), found.d.gather(1, order)  # (b, C) edge spans, cheapest first
     kept = torch.zeros(b, c, dtype=torch.bool, device=score.device)
-    for t in range(c):
+    for t in range(int((score < INF).sum(dim=1).max())):  # the finite scores come first in the order
         clash = (kept & (lo <= hi[:, t, None]) & (lo[:, t, None] <= hi)).any(dim=1)
         kept[:, t] = (score.gather(1, order[:, t, None]).squeeze(1) < INF) & ~clash & (kept.sum(dim=1) < most)
     rank = torch.where(kept, kept.long().cumsum(dim=1) - 1, most)  # the t-th kept move goes to column t
@@ -329,7 +329,7 @@ def combined(problem, instance, s: Tensor, found: Move, score: Tensor, best: Ten
     b = s.shape[0]
     none = torch.tensor([1, 0, 1, 0], device=s.device)  # empty blocks: the identity
     prefixes, seq = [], s
-    for t in range(cols.shape[1]):
+    for t in range(int((cols >= 0).sum(dim=1).max())):  # past the most kept moves of a row, every prefix is whole
         col = cols[:, t, None]
         move = Move(None, *(f.gather(1, col.clamp(min=0)) for f in found[1:]))
         ends = [torch.where(col >= 0, f, none[k]) for k, f in enumerate(move[1:5])]

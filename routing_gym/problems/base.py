@@ -390,6 +390,7 @@ class Problem:
         return cls.Instance(**{f: obs[f] for f in cls.Instance._fields})
 
     @classmethod
+    @functools.cache  # read by every step (the masked-action penalty); the bounds are built per call
     def max_steps(cls, n_total: int) -> int:
         """S, the most actions an episode on N nodes can take: the bound of the ``num_steps`` observation (and
         the length of the padded ``info["tour"]``)."""
