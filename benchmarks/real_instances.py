@@ -13,8 +13,9 @@ where that folder exists (files of a name already read are skipped), each gap ag
 - ``savings`` (CVRP): the best of the savings routes of six route shapes (the pipeline's other start);
 - ``construction``: the shipped model of the nearest size, greedy x 8 then multi-start x 8 while 30 % of
   the budget lasts (the pipeline's first step, run alone);
-- ``pipeline``: ``best`` (construction, local search from the cheapest of it, NN + 2-opt and the savings,
-  then iterated local search) with ``--time-limit`` seconds per instance, and its mean seconds per instance::
+- ``pipeline``: ``best`` (construction, local search from those of it, NN + 2-opt and the savings within 5 % of
+  the cheapest, then iterated local search) with ``--time-limit`` seconds per instance, and its mean seconds
+  per instance::
 
     python benchmarks/real_instances.py                       # --time-limit 2, 20 generated instances per set
     python benchmarks/real_instances.py --time-limit 0.5 --count 10

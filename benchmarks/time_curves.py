@@ -18,8 +18,8 @@ Methods, each run at every time limit T (seconds per instance):
 - ``savings`` (CVRP): the best of the savings routes of six route shapes (the pipeline's other heuristic start,
   ``savings_start``); it takes no time limit either;
 - ``construction + search``: the pipeline without its iterated local search (``best(...,
-  perturbations=0)``): the construction, then local search from the cheapest of it, NN + 2-opt and (CVRP)
-  the savings until the search converges or T is spent;
+  perturbations=0)``): the construction, then local search from those of it, NN + 2-opt and (CVRP) the
+  savings within 5 % of the cheapest until the search converges or T is spent;
 - ``search, no model``: the pipeline without a policy (``best(None, ...)``): NN + 2-opt (and the savings),
   local search, and iterated local search: what the search alone buys, and so what the model adds;
 - ``pipeline``: ``best(policy, ...)``, as ``routing-gym eval --decode best --time-limit T`` runs it;

@@ -11,8 +11,10 @@
    square, then POMO's multi-start on them, a few start nodes at a time while ``construction_share`` of
    the budget lasts (multi-start over every node of a 200-node instance, x 8, takes about 18 s on one
    CPU thread, so it is cut to what fits);
-3. **local search** (:func:`agents.inference.local_search.improve`) from the cheapest of them, with the
-   time left (searching from both spent half of each round on the worse start);
+3. **local search** (:func:`agents.inference.local_search.improve`) with the time left, from each start within
+   :data:`START_SLACK` (5 %) of the instance's cheapest, in one batch (:func:`search_starts`): on TSP the
+   model's tour, though longer than NN + 2-opt, often leads to a shorter local optimum, while on CVRP the
+   savings are far ahead of the other starts, whose searches would take half of each round;
 4. while time is left, **iterated local search** from each instance's best tour, ``perturbations`` copies at
    a time, each perturbed and searched again, the cheapest copy kept where it is shorter: for tours without a
    depot (TSP) a random local double bridge (blocks B and C of ``A B C D`` exchanged,
@@ -44,7 +46,8 @@ SHORTEST_BLOCK = 4  # a double bridge's blocks are longer than or-opt's (1-3 nod
 MIN_PERTURBED = 2 * SHORTEST_BLOCK + 2  # nodes a tour needs for a double bridge: the first, two blocks, one more
 RUINED = (5, 15)  # customers a radial ruin takes out, at least and at most
 ROUTE_RUINS = 0.5  # the share of ruins that take out the customers of the least loaded route instead
-SHAPES = (0.6, 0.8, 1.0, 1.2, 1.4, 1.6)  # route-shape parameters of the savings start, one copy of an instance each
+SHAPES = (0.6, 0.8, 1.0, 1.2, 1.4, 1.6)
+START_SLACK = 0.05  # local search starts from every start within this fraction of an instance's cheapest  # route-shape parameters of the savings start, one copy of an instance each
 
 
 class Found(NamedTuple):
@@ -130,6 +133,26 @@ def construction(policy: Policy, problem, instances, deadline: float, *, augment
         width = max(tours.shape[1], found[1].shape[1])
         cost, tours = cheaper(problem, cost, pad_tours(tours, width), found[0], pad_tours(found[1], width))
     return cost, tours
+
+
+def search_starts(problem, instances, starts: list[tuple[Tensor, Tensor]], deadline: float) -> tuple[Tensor, Tensor]:
+    """``(cost (B,), tours (B, S))``: local search (``improve``, until ``deadline``) from each start ``(cost (B,),
+    tours (B, S_k))`` whose cost is within :data:`START_SLACK` of the cheapest start of its instance, all in one
+    batch; per instance the cheapest result (searches from near starts end in different local optima)."""
+    b = starts[0][0].shape[0]
+    width = max(t.shape[1] for _, t in starts)
+    cost = torch.stack([c for c, _ in starts], dim=1)  # (B, K)
+    tours = torch.stack([pad_like(t, width, problem.has_depot) for _, t in starts], dim=1)  # (B, K, S)
+    least = cost.min(dim=1, keepdim=True).values
+    row, k = (cost - least <= START_SLACK * least.abs()).nonzero().unbind(1)  # costs may be negative (prizes)
+    found, found_cost = improve(problem, select_rows(instances, row), tours[row, k],
+                                time_limit=max(0.0, deadline - time.monotonic()))
+    best = torch.full((b,), float("inf"), dtype=found_cost.dtype, device=found_cost.device)
+    best = best.scatter_reduce(0, row, found_cost, "amin")
+    at_best = found_cost == best[row]
+    first = torch.full((b,), len(row), dtype=torch.long, device=row.device)  # each instance's first cheapest row
+    first = first.scatter_reduce(0, row[at_best], torch.arange(len(row), device=row.device)[at_best], "amin")
+    return best, found[first]
 
 
 def double_bridge(tours: Tensor, generator: torch.Generator) -> Tensor:
@@ -246,11 +269,11 @@ def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, 
     else:
         built_cost, built = construction(policy, problem, instances, began + construction_share * budget,
                                          augment=augment, batch_size=batch_size)
-    cost, tours = cheaper(problem, start_cost, start, built_cost, built)  # an infeasible construction costs inf
+    starts = [(start_cost, start), (built_cost, built)]  # an infeasible construction costs inf
     if capacity_routes(problem, instances):
-        cost, tours = cheaper(problem, cost, tours, *savings_start(problem, instances))
+        starts.append(savings_start(problem, instances))
     searching = time.monotonic()
-    tours, cost = improve(problem, instances, tours, time_limit=max(0.0, deadline - time.monotonic()))
+    cost, tours = search_starts(problem, instances, starts, deadline)
     searched = cost.clone()
     perturbed = closed_tour(problem) and tours.shape[1] >= MIN_PERTURBED or capacity_routes(problem, instances)
     if perturbed and perturbations > 0:
