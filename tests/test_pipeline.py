@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from agents.inference.local_search import two_opt
-from agents.references.pipeline import best, double_bridge, ruin_recreate, savings_start
+from agents.inference.local_search import improve, two_opt
+from agents.references.pipeline import START_SLACK, best, double_bridge, ruin_recreate, savings_start, search_starts
 from agents.inference.search import decode
 from agents.policies.pretrained import load_pretrained
 from agents.references.heuristics import construct, improve_routes, nearest_neighbour_tsp
@@ -51,6 +51,23 @@ def test_pipeline__without_a_policy_searches_from_the_heuristic_start():
     found = best(None, problem, inst, time_limit=0.1)
     assert torch.isinf(found.construction).all()
     assert (tour_cost(problem, inst, found.tours) <= found.baseline + 1e-9).all()
+
+
+def test_pipeline__searches_from_every_start_near_the_cheapest():
+    """Each start within START_SLACK of its instance's cheapest is searched, the others are not: the result is
+    the cheaper of the near starts' local optima (TSP's search is per row, so it matches one search per start)."""
+    problem = get_problem("tsp")
+    inst = instances(problem, 8, 30, seed=5)
+    first = nearest_neighbour_2opt(problem, inst)
+    second = torch.stack([torch.randperm(30, generator=torch.Generator().manual_seed(s)) for s in range(8)])
+    c1, c2 = tour_cost(problem, inst, first), tour_cost(problem, inst, second)
+    c2 = torch.where(torch.arange(8) % 2 == 0, c1 * (1 + START_SLACK / 2), c2)  # near on even rows (cost only)
+    cost, tours = search_starts(problem, inst, [(c1, first), (c2, second)], time.monotonic() + 60)
+    alone1, alone2 = improve(problem, inst, first)[1], improve(problem, inst, second)[1]
+    even = torch.arange(8) % 2 == 0
+    assert torch.allclose(cost[even], torch.minimum(alone1, alone2)[even])
+    assert torch.allclose(cost[~even], alone1[~even]) and (c2[~even] > c1[~even] * (1 + START_SLACK)).all()
+    assert torch.allclose(tour_cost(problem, inst, tours), cost)
 
 
 def test_pipeline__double_bridge_keeps_every_node():
