@@ -65,7 +65,7 @@ INSERTION_RULES = ("nearest", "farthest", "random")
 WINDOW = 64  # savings pairs :func:`savings_routes` checks at once
 LOAD_TOLERANCE = 1e-6  # a joined route fits when its load (float64, fractions of the capacity) is at most 1 + this
 INF = float("inf")
-PLANNED = ("nearest_insertion", "farthest_insertion", "random_insertion", "2opt", "savings")  # planned from the instance
+PLANNED = ("nearest_insertion", "farthest_insertion", "random_insertion", "2opt", "savings")  # whole tours planned
 
 
 # -- policies of the protocol -------------------------------------------------------------------
@@ -324,8 +324,10 @@ def savings_routes(instances, shape: float | Tensor = 1.0, neighbours: int = 20)
     (``shape`` scalar or (B,): Yellow's 1970 route-shape parameter) two routes whose ends are ``i`` and ``j``
     are joined there where their loads fit the capacity (1: ``instances.demand`` is a fraction of it).
     Only pairs among each customer's ``neighbours`` nearest customers are considered (the others' savings
-    are rarely taken first). Reads ``locs`` and ``demand``; routes in Kool's action format (no leading
-    depot, the depot between routes, padded with it)."""
+    are rarely taken first). The loop goes from join to join: each row checks its next :data:`WINDOW` pairs
+    at once against its routes as they are (they change only where a pair joins) and moves to its first join
+    there. Reads ``locs`` and ``demand``; routes in Kool's action format (no leading depot, the depot between
+    routes, padded with it)."""
     locs, demand = instances.locs, instances.demand.double()
     b, n, _ = locs.shape
     dev = locs.device
@@ -368,7 +370,8 @@ def savings_routes(instances, shape: float | Tensor = 1.0, neighbours: int = 20)
         link = torch.where(flip[:, None], link.flip(1), link).view(b, 2 * n)
         at = torch.stack([ac[:, 0], n + ac[:, 1]], dim=1)  # next of a, previous of c
         link = link.scatter(1, at, torch.where(join[:, None], ac.flip(1), link.gather(1, at))).view(b, 2, n)
-        load = load.scatter_add(1, named[:, :1], torch.where(join, load.gather(1, named[:, 1:]).squeeze(1), 0.0)[:, None])
+        moved = torch.where(join[:, None], load.gather(1, named[:, 1:]), 0.0)  # c's route's load, onto a's
+        load = load.scatter_add(1, named[:, :1], moved)
         label = torch.where(join[:, None] & (label == named[:, 1:]), named[:, :1], label)
     return linked_routes(*link.unbind(1))
 

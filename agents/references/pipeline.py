@@ -6,7 +6,8 @@
 1. **the heuristic start**: nearest neighbour (the ``greedy`` heuristic: the nearest feasible node) then
    2-opt (a closed tour; intra-route 2-opt for routes: :func:`~agents.references.heuristics.improve_routes`),
    the baseline every result is at most as long as; for routes that load a demand (:func:`capacity_routes`:
-   CVRP, SDVRP, the fixed-fleet CVRP, ...) also the savings routes (:func:`savings_start`);
+   CVRP, the fixed-fleet CVRP; where the unit's replay refuses them, as SDVRP's does, they cost inf) also the
+   savings routes (:func:`savings_start`);
 2. **the policy's construction**, where a policy is given: greedy decoding on the 8 symmetries of the unit
    square, then POMO's multi-start on them, a few start nodes at a time while ``construction_share`` of
    the budget lasts (multi-start over every node of a 200-node instance, x 8, takes about 18 s on one
@@ -19,7 +20,7 @@
    a time, each perturbed and searched again, the cheapest copy kept where it is shorter: for tours without a
    depot (TSP) a random local double bridge (blocks B and C of ``A B C D`` exchanged,
    :func:`~agents.inference.local_search.exchange`); for routes with :func:`capacity_routes` a ruin and
-   recreate of the customers around a random one (:func:`ruin_recreate`).
+   recreate of the customers around a random one or of the least loaded route (:func:`ruin_recreate`).
 
 Every step keeps the cheaper of its input and output tour, and every tour is validated through the unit
 (:func:`routing_gym.problems.tour_cost`), so the result is never worse than the construction nor than the
@@ -46,8 +47,8 @@ SHORTEST_BLOCK = 4  # a double bridge's blocks are longer than or-opt's (1-3 nod
 MIN_PERTURBED = 2 * SHORTEST_BLOCK + 2  # nodes a tour needs for a double bridge: the first, two blocks, one more
 RUINED = (5, 15)  # customers a radial ruin takes out, at least and at most
 ROUTE_RUINS = 0.5  # the share of ruins that take out the customers of the least loaded route instead
-SHAPES = (0.6, 0.8, 1.0, 1.2, 1.4, 1.6)
-START_SLACK = 0.05  # local search starts from every start within this fraction of an instance's cheapest  # route-shape parameters of the savings start, one copy of an instance each
+SHAPES = (0.6, 0.8, 1.0, 1.2, 1.4, 1.6)  # route-shape parameters of the savings start, one copy of an instance each
+START_SLACK = 0.05  # local search starts from every start within this fraction of an instance's cheapest
 
 
 class Found(NamedTuple):
@@ -167,6 +168,13 @@ def double_bridge(tours: Tensor, generator: torch.Generator) -> Tensor:
     return exchange(tours, Move(*(f if f is None else f.to(tours.device) for f in move)))
 
 
+def route_loads(seq: Tensor, demand: Tensor) -> tuple[Tensor, Tensor]:
+    """``(route (R, L), load (R, L))`` of giant tours ``seq`` (R, L) (``0, routes with a 0 between, 0 ...``): the
+    route of each position (edge (p, p + 1) lies in route[p]) and, at column j, the load of route j."""
+    route = (seq == 0).cumsum(dim=1) - 1
+    return route, torch.zeros_like(demand[:, :1]).expand_as(seq).scatter_add(1, route, demand.gather(1, seq))
+
+
 def ruin_recreate(problem, instances, tours: Tensor, generator: torch.Generator) -> Tensor:
     """Routes (R, S) of a unit with :func:`capacity_routes` with some customers taken out and put back one at a
     time, in random order, each where it adds least length and its route's load fits (a route of its own where
@@ -180,8 +188,7 @@ def ruin_recreate(problem, instances, tours: Tensor, generator: torch.Generator)
     rows = torch.arange(r, device=dev)
     dist = distances(locs)
     seq = with_depot(pad_like(tours, tours.shape[1] + 2, True))
-    route = (seq == 0).cumsum(dim=1) - 1  # (R, L) the route of each position: edge (p, p + 1) lies in route[p]
-    load = torch.zeros_like(demand[:, :1]).expand(r, seq.shape[1]).scatter_add(1, route, demand.gather(1, seq))
+    route, load = route_loads(seq, demand)
     load = load.masked_fill(load == 0, float("inf"))  # routes that serve someone
     lightest = torch.zeros(r, n, dtype=torch.bool, device=dev).scatter_(
         1, seq, route == load.argmin(dim=1, keepdim=True))  # the customers of the least loaded route
@@ -197,8 +204,7 @@ def ruin_recreate(problem, instances, tours: Tensor, generator: torch.Generator)
     seq = with_depot(giant_actions(torch.cat([seq.masked_fill(out.gather(1, seq), 0), seq.new_zeros(r, count)], 1)))
     pos = torch.arange(seq.shape[1], device=dev)
     for v, put in zip(order.unbind(1), taken.unbind(1)):
-        route = (seq == 0).cumsum(dim=1) - 1
-        load = torch.zeros_like(demand[:, :1]).expand(r, seq.shape[1]).scatter_add(1, route, demand.gather(1, seq))
+        route, load = route_loads(seq, demand)
         a, c = seq[:, :-1], seq[:, 1:]
         to_v = dist[rows, v]
         grow = to_v.gather(1, a) + to_v.gather(1, c) - dist[rows[:, None], a, c]
