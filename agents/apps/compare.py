@@ -27,7 +27,8 @@ from ..references.heuristics import applicable, heuristic_tours
 
 # the heuristics the table shows, where they apply (``applicable``), and their row labels
 LABELS = {"nearest": "nearest neighbour", "farthest_insertion": "farthest insertion",
-          "greedy": "greedy (problem-aware)", "2opt": "heuristic + 2-opt / local search"}
+          "greedy": "greedy (problem-aware)", "2opt": "heuristic + 2-opt / local search",
+          "savings": "savings (Clarke & Wright)"}
 
 
 def heuristics_for(problem) -> list[str]:
