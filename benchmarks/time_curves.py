@@ -48,8 +48,7 @@ import torch
 from torch import Tensor
 
 from agents.policies.pretrained import load_pretrained, nearest_pretrained_size
-from agents.references.heuristics import capacity_only
-from agents.references.pipeline import best, construction, heuristic_start, savings_start
+from agents.references.pipeline import best, capacity_routes, construction, heuristic_start, savings_start
 from agents.references.solvers import available, solve
 from real_instances import FOLDERS  # benchmarks/, the script's folder, is on sys.path
 from routing_gym import tsplib
@@ -101,7 +100,7 @@ def generated_bench(name: str, count: int, n: int, reference_seconds: float) -> 
     """``count`` generated instances of ``n`` nodes (seed 4321) against the cheaper of the long solver runs."""
     problem = get_problem(GENERATED[name])
     instances = problem.generate(count, n, generator=torch.Generator().manual_seed(SEED))
-    runs = [(label, method) for label, method in SOLVERS.items() if applies(label, problem)]
+    runs = [(label, method) for label, method in SOLVERS.items() if applies(label, problem, instances)]
     if not runs:
         raise RuntimeError(f"{name}: neither PyVRP nor LKH-3 is installed; the generated sets need a reference")
     costs = [solve(problem, instances, method, reference_seconds, progress=False, seed=SEED).cost.double()
@@ -116,9 +115,9 @@ def generated_bench(name: str, count: int, n: int, reference_seconds: float) -> 
                  f"{'the cheaper of ' if len(runs) > 1 else ''}{solvers} with {reference_seconds:g} s per instance")
 
 
-def applies(method: str, problem) -> bool:
+def applies(method: str, problem, instances) -> bool:
     if method == "savings":
-        return capacity_only(problem)
+        return capacity_routes(problem, instances)  # where the pipeline starts from the savings
     if method in SOLVERS:
         return available(SOLVERS[method]) and (problem.name == "tsp" or SOLVERS[method] == "pyvrp")
     return True
@@ -155,7 +154,7 @@ def run(benches: list[Bench], limits: list[float], methods: list[str]) -> dict:
         size = bench.problem.size_of(bench.instances)
         policy = load_pretrained(bench.problem.name, nearest_pretrained_size(bench.problem.name, size))
         for method in methods:
-            if not applies(method, bench.problem):
+            if not applies(method, bench.problem, bench.instances):
                 continue
             began = time.perf_counter()
             if method in ONCE:

@@ -18,17 +18,22 @@ def instances(problem, batch, n, seed=0):
     return problem.generate(batch, n, generator=torch.Generator().manual_seed(seed))
 
 
-def routes(tour):
-    """The customer sets of a depot-problem tour's routes."""
+def ordered_routes(tour):
+    """A depot-problem tour's routes, each its customers in order."""
     out, cur = [], []
     for a in tour.tolist() + [0]:
         if a == 0:
             if cur:
-                out.append(frozenset(cur))
+                out.append(cur)
             cur = []
         else:
             cur.append(a)
-    return sorted(out, key=sorted)
+    return out
+
+
+def routes(tour):
+    """The customer sets of a depot-problem tour's routes."""
+    return sorted((frozenset(r) for r in ordered_routes(tour)), key=sorted)
 
 
 # ------------------------------------------------------------------------------------------ TSP
@@ -106,19 +111,6 @@ def test_savings__the_routes_of_clarke_and_wright_one_instance_at_a_time(shape):
     for b in range(24):
         got = {min(tuple(r), tuple(r[::-1])) for r in ordered_routes(tours[b])}
         assert got == savings_one_by_one(inst.locs[b].double().tolist(), inst.demand[b].double().tolist(), shape)
-
-
-def ordered_routes(tour):
-    """A depot-problem tour's routes, each its customers in order."""
-    out, cur = [], []
-    for a in tour.tolist() + [0]:
-        if a == 0:
-            if cur:
-                out.append(cur)
-            cur = []
-        else:
-            cur.append(a)
-    return out
 
 
 def test_savings__joins_the_near_pairs_and_keeps_a_full_customer_alone():

@@ -57,7 +57,7 @@ class Found(NamedTuple):
     cost: Tensor  # (B,) float64 tour_cost of ``tours``
     tours: Tensor  # (B, S) int64 actions in the env's format, padded with the no-op
     construction: Tensor  # (B,) float64 cost of the policy's construction (+inf without a policy)
-    searched: Tensor  # (B,) float64 after local search from the cheaper start, before perturbation
+    searched: Tensor  # (B,) float64 after local search from the starts near the cheapest, before perturbation
     baseline: Tensor  # (B,) float64 cost of nearest neighbour + 2-opt
 
 
