@@ -101,6 +101,9 @@ RECIPES = {
     # a larger size by transfer: the shipped n = 20 model (agents/weights/{problem}20.pt, its network's settings)
     # trained on n-node instances with batches of 128 and a cosine from 1e-4 (the attention model is size-agnostic)
     "transfer20-b128-cos1e-4": from_weights("agents/weights/{problem}20.pt", "1e-4"),
+    # the same on mixed sizes: each batch has 20, 50 or 100 nodes (drawn uniformly), validated at --num-nodes
+    "transfer20-mixed-b128-cos1e-4": from_weights("agents/weights/{problem}20.pt", "1e-4")
+    + ["--mixed-sizes", "20", "50", "100"],
     # POMO (Kwon et al. 2020): every start node sampled, their mean the shared baseline; 64 instances
     # x n starts per step, Adam 1e-4 as in the POMO paper
     "pomo": ["--baseline", "pomo", "--batch-size", "64", "--lr", "1e-4"],

@@ -101,11 +101,11 @@ def test_rollout__replaced_only_when_the_t_test_says_the_policy_is_better(tmp_pa
 def test_pomo__every_start_node_and_the_per_instance_mean(tmp_path, problem, starts):
     trainer = Trainer(tiny(tmp_path, problem=problem, baseline="pomo", batch_size=4))
     bl, instances = trainer.baseline, draw(trainer, n=4)
-    assert bl.rollouts_per_instance == len(starts) and trainer.env.num_envs == 4 * len(starts)
+    assert bl.rollouts_per_instance == len(starts) and trainer.envs[trainer.cfg.num_nodes].num_envs == 4 * len(starts)
     rollouts, first = bl.prepare(instances)
     assert first.tolist() == starts * 4
     assert torch.equal(rollouts.locs, instances.locs.repeat_interleave(len(starts), dim=0))
-    out = rollout(trainer.policy, trainer.env, rollouts, strategy="sample", generator=torch.Generator().manual_seed(0),
+    out = rollout(trainer.policy, trainer.envs[trainer.cfg.num_nodes], rollouts, strategy="sample", generator=torch.Generator().manual_seed(0),
                   first_actions=first)
     assert out.actions[:, 0].tolist() == starts * 4
     values = bl.values(instances, out.cost)
@@ -120,7 +120,7 @@ def test_pomo_augment__every_copy_from_every_start_shares_the_instance_mean(tmp_
     bl, instances = trainer.baseline, draw(trainer, n=3)
     starts = trainer.problem.start_nodes(trainer.problem.num_nodes_total(6), "cpu").tolist()
     per = 4 * len(starts)
-    assert bl.rollouts_per_instance == per and bl.equal_rows == len(starts) and trainer.env.num_envs == 3 * per
+    assert bl.rollouts_per_instance == per and bl.equal_rows == len(starts) and trainer.envs[trainer.cfg.num_nodes].num_envs == 3 * per
     rollouts, first = bl.prepare(instances)
     assert first.tolist() == starts * 12
     for i in range(3):  # instance i, copy c, start s at row (i * 4 + c) * S + s: the instance's c-th transform
@@ -129,9 +129,9 @@ def test_pomo_augment__every_copy_from_every_start_shares_the_instance_mean(tmp_
             assert torch.equal(block, augment_locs(instances.locs[i:i + 1], torch.tensor([c])).expand_as(block))
     assert not torch.equal(rollouts.locs[len(starts)], rollouts.locs[0])  # copy 1 is not the instance itself
     sample = dict(strategy="sample", first_actions=first)
-    out = rollout(trainer.policy, trainer.env, rollouts, generator=torch.Generator().manual_seed(0), **sample,
+    out = rollout(trainer.policy, trainer.envs[trainer.cfg.num_nodes], rollouts, generator=torch.Generator().manual_seed(0), **sample,
                   repeats=bl.equal_rows)
-    alone = rollout(trainer.policy, trainer.env, rollouts, generator=torch.Generator().manual_seed(0), **sample)
+    alone = rollout(trainer.policy, trainer.envs[trainer.cfg.num_nodes], rollouts, generator=torch.Generator().manual_seed(0), **sample)
     assert torch.equal(out.actions, alone.actions) and torch.allclose(out.cost, alone.cost)  # one encoding per copy
     # each tour costs the same on its copy as on the instance: the transforms keep every distance
     originals = select_rows(instances, torch.arange(3).repeat_interleave(per))
@@ -148,7 +148,7 @@ def test_pomo_augment__a_training_step_samples_what_an_unshared_rollout_of_its_r
     instances = trainer.problem.generate(4, 6, generator=stream)
     rollouts, first = trainer.baseline.prepare(instances)
     with torch.no_grad():
-        expected = rollout(trainer.policy.train(), trainer.env, rollouts, strategy="sample", generator=stream,
+        expected = rollout(trainer.policy.train(), trainer.envs[trainer.cfg.num_nodes], rollouts, strategy="sample", generator=stream,
                            first_actions=first).cost.mean()
     row, = trainer.fit(progress=False, log=False)  # one step on the same stream: the same instances, copies, samples
     assert row["train_cost"] == pytest.approx(float(expected), rel=1e-5)

@@ -31,6 +31,33 @@ def test_train__short_cpu_run_lowers_greedy_validation_cost(tmp_path):
     assert list((tmp_path / "run" / "tb").glob("events.out.tfevents.*"))
 
 
+def test_mixed_sizes__batches_draw_each_size_and_the_run_learns_and_resumes(tmp_path, monkeypatch):
+    config = small_config(tmp_path, num_nodes=10, mixed_sizes=[6, 10, 14], epochs=3, epoch_size=640, batch_size=64)
+    trainer = Trainer(config)
+    assert sorted(trainer.envs) == [6, 10, 14]
+    drawn = []
+    draw = Trainer.draw_size
+    monkeypatch.setattr(Trainer, "draw_size", lambda self: drawn.append(draw(self)) or drawn[-1])
+    before = float(trainer.greedy_costs(trainer.policy, trainer.val_set).mean())
+    rows = trainer.fit(progress=False, log=False)
+    assert sorted(set(drawn)) == [6, 10, 14] and len(drawn) == 30  # one size per batch, every size drawn
+    assert rows[-1]["val_cost"] < before - 0.3, (before, [r["val_cost"] for r in rows])
+    assert trainer.val_set[0].shape[1] == 10  # validated at num_nodes
+    resumed = Trainer.resume(tmp_path / "run" / "last.pt")
+    assert resumed.cfg.mixed_sizes == [6, 10, 14] and sorted(resumed.envs) == [6, 10, 14]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"mixed_sizes": [6, 6]}, "lists a size twice"),
+    ({"mixed_sizes": [0]}, "must be a positive integer"),
+    ({"mixed_sizes": [6], "baseline": "pomo"}, "not 'pomo'"),
+    ({"mixed_sizes": 6}, "must be a list of sizes"),
+])
+def test_mixed_sizes__bad_settings_are_refused(tmp_path, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        small_config(tmp_path, **overrides)
+
+
 def test_t_test__replaces_only_on_a_significant_improvement():
     g = torch.Generator().manual_seed(0)
     base = 4 + torch.rand(1000, generator=g)
@@ -97,7 +124,7 @@ def test_cli__train_then_eval_a_checkpoint(tmp_path):
 
 def test_pomo_baseline__learns_with_shared_multi_start_baseline(tmp_path):
     trainer = Trainer(small_config(tmp_path, num_nodes=8, epochs=2, epoch_size=256, batch_size=32, baseline="pomo"))
-    assert trainer.env.num_envs == 32 * 8  # every node as a start
+    assert trainer.envs[trainer.cfg.num_nodes].num_envs == 32 * 8  # every node as a start
     before = float(trainer.greedy_costs(trainer.policy, trainer.val_set).mean())
     rows = trainer.fit(progress=False, log=False)
     assert rows[-1]["val_cost"] < before - 0.2, (before, [r["val_cost"] for r in rows])
@@ -106,7 +133,7 @@ def test_pomo_baseline__learns_with_shared_multi_start_baseline(tmp_path):
 def test_pomo_baseline_with_augmentation__learns_and_records_its_copies(tmp_path):
     trainer = Trainer(small_config(tmp_path, num_nodes=8, epochs=2, epoch_size=128, batch_size=16, baseline="pomo",
                                    augment=8))
-    assert trainer.env.num_envs == 16 * 8 * 8  # every node as a start, on each of the 8 copies
+    assert trainer.envs[trainer.cfg.num_nodes].num_envs == 16 * 8 * 8  # every node as a start, on each of the 8 copies
     before = float(trainer.greedy_costs(trainer.policy, trainer.val_set).mean())
     rows = trainer.fit(progress=False, log=False)
     assert rows[-1]["val_cost"] < before - 0.2, (before, [r["val_cost"] for r in rows])

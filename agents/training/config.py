@@ -24,6 +24,11 @@ class TrainConfig:
     """A key of ``routing_gym.problems.PROBLEMS`` (``tsp``, ``cvrp``, ``op``, ``pctsp``, ...)."""
     num_nodes: int = 20
     """Customers (TSP: nodes) per instance."""
+    mixed_sizes: list = field(default_factory=list)
+    """Sizes (customers; TSP: nodes) that the training batches are drawn at, one size per batch, drawn uniformly
+    from the training stream: a model trained on mixed sizes. Empty (default): every batch has ``num_nodes``.
+    The validation set and the rollout baseline's evaluation set keep ``num_nodes``, so the baseline is
+    replaced by its greedy costs at that size."""
     variant: dict = field(default_factory=dict)
     """The problem's generator options (``Problem.variants``, e.g. ``{"prize_type": "unif"}`` for OP),
     validated by ``check_variant``, which fills in the defaults: an unknown option is a ``TypeError``, a
@@ -120,6 +125,19 @@ class TrainConfig:
             raise ValueError(f"baseline must be one of {tuple(BASELINES)}, got {self.baseline!r}")
         self.variant = problem.check_variant(self.variant)
         problem.check_num_nodes(self.num_nodes)
+        if not isinstance(self.mixed_sizes, (list, tuple)):
+            raise ValueError(f"mixed_sizes must be a list of sizes, got {self.mixed_sizes!r}")
+        self.mixed_sizes = list(self.mixed_sizes)
+        for size in self.mixed_sizes:
+            _require("each of mixed_sizes", size, int, "a positive integer", lambda v: v >= 1)
+            problem.check_num_nodes(size)
+        if len(set(self.mixed_sizes)) != len(self.mixed_sizes):
+            raise ValueError(f"mixed_sizes lists a size twice: {self.mixed_sizes}")
+        if self.mixed_sizes and self.baseline == "pomo":
+            raise ValueError("mixed_sizes needs a baseline whose rollouts do not depend on the size (rollout, "
+                             "exponential or critic), not 'pomo' (its starts are every node of one size)")
+        if self.mixed_sizes and self.imitate is not None:
+            raise ValueError("mixed_sizes cannot be combined with imitate (the labels have one size)")
         for name in ("epochs", "epoch_size", "batch_size", "eval_size", "val_size", "eval_batch_size"):
             _require(name, getattr(self, name), int, "a positive integer", lambda v: v >= 1)
         for name in ("seed", "val_seed", "warmup_epochs", "imitation_epochs"):

@@ -135,10 +135,12 @@ def reinforce_loss(t: Trainer) -> tuple[Tensor, Tensor]:
     values (no gradient flows through them), ``(cost - baseline) * log-likelihood``. The training loop's step
     (and what the throughput benchmarks time, with :func:`optimise`)."""
     cfg, baseline = t.cfg, t.baseline
-    instances = t.problem.generate(t.local_batch, cfg.num_nodes, generator=t.generator, **cfg.variant)
+    size = t.draw_size()
+    instances = t.problem.generate(t.local_batch, size, generator=t.generator, **cfg.variant)
     rollouts, first_actions = baseline.prepare(instances)  # POMO: every start node
     with t.autocast(), _probabilities_checked(t, rollouts):  # roll out by sampling
-        cost, log_likelihood = t.training_pass(t.env, rollouts, t.generator, first_actions, baseline.equal_rows)
+        cost, log_likelihood = t.training_pass(t.envs[size], rollouts, t.generator, first_actions,
+                                               baseline.equal_rows)
     bl = baseline.values(instances, cost.detach())
     advantage = (cost - bl).detach()
     if t.reward_scale is not None:  # per-variant scale of the advantage
@@ -218,9 +220,11 @@ class Trainer:
                 torch.manual_seed(config.seed)
                 policy = build_policy(config.policy, dict(config.model, problem=config.problem))
         self.rank, self.world_size = world()
-        for flag, count in (("--batch-size", config.batch_size), ("--eval-size", config.eval_size),
-                            ("--val-size", config.val_size)):  # refused before any memory is taken
-            check_fits(config.problem, count, config.num_nodes, flag, **config.variant)
+        sizes = config.mixed_sizes or [config.num_nodes]  # the sizes of the training batches
+        for flag, count, size in (("--batch-size", config.batch_size, max(sizes)),
+                                  ("--eval-size", config.eval_size, config.num_nodes),
+                                  ("--val-size", config.val_size, config.num_nodes)):  # refused before any memory
+            check_fits(config.problem, count, size, flag, **config.variant)
         self.val_set, self.val_ref = _validation_set(config, self.problem, self.device)
         for name, size in (("batch_size", config.batch_size), ("eval_size", config.eval_size),
                            ("validation set", self.val_set[0].shape[0])):
@@ -241,7 +245,7 @@ class Trainer:
         self.baseline = BASELINES[config.baseline](self)
         self.reward_scale = group_scale(self.problem, config.reward_norm, self.device)  # None: not normalised
         rollouts = self.local_batch * self.baseline.rollouts_per_instance
-        self.env = make_env(config.problem, config.num_nodes, rollouts, self.device, **config.variant)
+        self.envs = {size: make_env(config.problem, size, rollouts, self.device, **config.variant) for size in sizes}
         self.labels = None  # (instances, actions) of config.imitate
         if config.imitate is not None:
             self.labels = load_labels(config, self.problem, self.device)
@@ -249,6 +253,14 @@ class Trainer:
                                       **config.variant)
         if init_baseline:
             self.baseline.initialize()
+
+    def draw_size(self) -> int:
+        """The size of the next training batch: ``cfg.num_nodes``, or with ``cfg.mixed_sizes`` one of them drawn
+        uniformly from the training stream (``generator``)."""
+        sizes = self.cfg.mixed_sizes
+        if not sizes:
+            return self.cfg.num_nodes
+        return sizes[int(torch.randint(len(sizes), (1,), generator=self.generator, device=self.generator.device))]
 
     @property
     def imitating(self) -> bool:

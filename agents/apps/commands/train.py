@@ -41,6 +41,9 @@ def add_schedule_args(t) -> None:
 
     t.add_argument("--problem", choices=PROBLEM_CHOICES, help=trained("problem"))
     t.add_argument("--num-nodes", type=int, help="customers (TSP: nodes) per instance " + trained("num_nodes"))
+    t.add_argument("--mixed-sizes", type=positive_int, nargs="+", metavar="N",
+                   help="train on mixed sizes: each batch has one of these sizes, drawn uniformly (validation and "
+                   "the rollout baseline's test stay at --num-nodes; not with --baseline pomo or --imitate)")
     add_variant_args(t)
     t.add_argument("--epochs", type=int, help=trained("epochs"))
     t.add_argument("--epoch-size", type=int, help="fresh training instances per epoch " + trained("epoch_size"))
