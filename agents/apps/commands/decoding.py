@@ -13,18 +13,37 @@ def describe_decoding(args) -> str:
     """``--decode``'s settings in words, as the result line shows them (``sample x1280, augment x8``)."""
     if args.decode == "best":
         return f"best in {args.time_limit:g} s per instance"
+    if args.decode == "sectors":
+        return (f"sectors of at most {' / '.join(map(str, args.sector_sizes))} customers"
+                + (f", augment x{args.augment}" if args.augment > 1 else ""))
     temperature = f" at temperature {args.temperature:g}" if args.temperature != 1 else ""
     detail = {"sample": f" x{args.samples}{temperature}", "beam": f" width {args.beam_width}"}.get(args.decode, "")
     return args.decode + detail + (f", augment x{args.augment}" if args.augment > 1 else "")
 
 
+def sectors_size(args, n: int, problem: str) -> int:
+    """With ``--decode sectors`` and ``--policy pretrained``: the shipped model's size nearest to the sub-problems'
+    (the smallest of ``--sector-sizes``, or ``n`` when that is smaller); else ``n``."""
+    if args.decode != "sectors" or args.policy != "pretrained":
+        return n
+    from ...policies.pretrained import nearest_pretrained_size
+
+    return nearest_pretrained_size(problem, min(n, *args.sector_sizes))
+
+
 def decode_with(args, policy, problem, instances, options):
-    """``--decode``'s tours of a batch: :func:`agents.inference.search.decode`, or for ``best`` the pipeline of
-    :mod:`agents.references.pipeline` with ``--time-limit`` seconds per instance (``.cost``, ``.tours`` either way)."""
+    """``--decode``'s tours of a batch: :func:`agents.inference.search.decode`, for ``best`` the pipeline of
+    :mod:`agents.references.pipeline` with ``--time-limit`` seconds per instance, for ``sectors`` the
+    sub-problems of :mod:`agents.inference.subproblems` (``.cost``, ``.tours`` in every case)."""
     if args.decode == "best":
         from ...references.pipeline import best
 
         return best(policy, problem, instances, args.time_limit, batch_size=args.batch_size)
+    if args.decode == "sectors":
+        from ...inference.subproblems import sector_decode
+
+        return sector_decode(policy, problem, instances, args.sector_sizes, augment=args.augment,
+                             batch_size=args.batch_size)
     from ...inference.search import decode
 
     return decode(policy, problem, instances, args.decode, **options)

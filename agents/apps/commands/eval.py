@@ -14,7 +14,7 @@ from routing_gym.problems import get_problem
 from .common import (PROBLEM_CHOICES, add_command, add_variant_args, augment_count, device_arg, input_file,
                      load_policy, make_parent, npz_output, output_file, positive_float, positive_int, progress_bar,
                      seed_int, variant_of)
-from .decoding import csv_row, decode_with, describe_decoding, write_csv
+from .decoding import csv_row, decode_with, describe_decoding, sectors_size, write_csv
 from .eval_files import check_instances_options, eval_real_instances
 
 BEST_CHUNK = 64  # instances searched together by --decode best (its search holds copies x (N, N) per instance)
@@ -49,11 +49,18 @@ def add_parser(sub) -> None:
 def add_decoding_args(e) -> None:
     """How ``eval`` decodes (--decode and its settings, the files of --instances) and what it writes."""
     from ...inference.device import DEVICE_HELP
+    from ...inference.subproblems import SIZES as SECTOR_SIZES
 
-    e.add_argument("--decode", choices=("greedy", "sample", "beam", "multistart", "best"), default="greedy",
+    e.add_argument("--decode", choices=("greedy", "sample", "beam", "multistart", "best", "sectors"),
+                   default="greedy",
                    help="sample = best of --samples; multistart = every start node (POMO); best = the best "
                    "tour of the policy's multi-start x 8 and nearest neighbour + 2-opt, improved by local search "
-                   "for --time-limit seconds per instance (agents/references/pipeline.py)")
+                   "for --time-limit seconds per instance (agents/references/pipeline.py); sectors (CVRP, SDVRP) = "
+                   "greedy on sub-problems of --sector-sizes customers around the depot, each moved into the unit "
+                   "square, routes joined (agents/inference/subproblems.py)")
+    e.add_argument("--sector-sizes", type=positive_int, nargs="+", default=list(SECTOR_SIZES), metavar="N",
+                   help="with --decode sectors: the most customers of a sector; each size is cut 4 ways and "
+                   "each instance keeps its cheapest cut (default: %(default)s)")
     e.add_argument("--time-limit", type=positive_float, default=2.0, help="seconds per instance with --decode best")
     e.add_argument("--csv", type=output_file, help="write one row per instance to this CSV: name (a generated "
                    "instance's index), n, cost (a file's own units), reference, gap, routes, seconds and the tour "
@@ -71,7 +78,7 @@ def add_decoding_args(e) -> None:
                    help="with --instances: CVRPLIB files whose name or COMMENT gives a fleet k (E-n51-k5) are decoded "
                    "again under the fixed-fleet CVRP (cvrpmvc) where the plain decoding used more than k routes, "
                    "and those tours kept where they keep to k; unless this is given, or --decode best (which keeps "
-                   "to its --time-limit)")
+                   "to its --time-limit) or sectors")
     e.add_argument("--reference-table", type=input_file,
                    help="with --instances: optimal/best-known costs by name (JSON, CSV, 'name value')")
     e.add_argument("--batch-size", type=positive_int, default=1000, help="rows decoded at a time")
@@ -99,8 +106,14 @@ def run(args) -> int:
     if args.problem is None:
         raise ValueError("eval needs --problem (or --instances, or a checkpoint as --policy)")
     problem = get_problem(args.problem)
+    if args.decode == "sectors":
+        from ...inference.subproblems import applies
+
+        if not applies(problem):
+            raise ValueError(f"--decode sectors cuts routes from a depot over instances of locs and demand alone "
+                             f"(cvrp, sdvrp), not {args.problem}")
     instances, extras, num_nodes, source = instances_to_decode(args, problem, record)
-    policy = load_policy(args.policy, args.problem, num_nodes, device=args.device)
+    policy = load_policy(args.policy, args.problem, sectors_size(args, num_nodes, args.problem), device=args.device)
     instances = instances.__class__(*(f.to(args.device) for f in instances))
     start = time.perf_counter()
     costs, tours, seconds = decode_all(args, policy, problem, instances, options)

@@ -14,7 +14,7 @@ import torch
 from routing_gym.problems import get_problem
 
 from .common import VARIANT_OPTIONS, check_policy_spec, flag, load_policy, one_line, os_error_message, progress_bar
-from .decoding import count_routes, csv_row, decode_with, describe_decoding, write_csv
+from .decoding import count_routes, csv_row, decode_with, describe_decoding, sectors_size, write_csv
 
 
 def check_instances_options(args) -> None:
@@ -116,7 +116,7 @@ def note_fleets(rows: list[dict]) -> None:
         if r.get("vehicles") is not None and r["routes"] != r["vehicles"]:
             print(f"note: {r['name']}: {r['routes']} routes where its reference is for exactly k = {r['vehicles']} "
                   "vehicles (the decoding under the fixed fleet, cvrpmvc, could not keep to k either, or --no-fleet "
-                  "or --decode best was given), so its cost and gap are not those of a "
+                  "or --decode best or sectors was given), so its cost and gap are not those of a "
                   "k-vehicle solution (with more routes, a cost below a proven optimum is possible)")
 
 
@@ -132,7 +132,7 @@ class FileDecoder:
     policy's tours under ``--decode``, each policy loaded once per problem and size. A CVRPLIB file with a
     fleet k whose plain decoding used more routes is decoded again under the fixed-fleet CVRP (cvrpmvc), whose
     tours replace the plain ones where they keep to k routes; not with ``--decode best``, which keeps to its time
-    limit per instance.
+    limit per instance, nor ``sectors``, whose sub-problems are plain CVRP instances.
     ``real`` is the file being evaluated (set by the caller); ``tours`` and ``seconds``, the last call's."""
 
     def __init__(self, args, options: dict):
@@ -154,7 +154,8 @@ class FileDecoder:
         with torch.no_grad():
             self.tours = decode_with(args, policy, get_problem(problem_name), instance, self.options).tours
             k = None if fleet is None else int(fleet.num_vehicles[0])
-            if k is not None and count_routes(self.tours) > k and args.decode != "best":  # best: its time limit holds
+            # best keeps to its time limit; sectors cut plain CVRP instances only
+            if k is not None and count_routes(self.tours) > k and args.decode not in ("best", "sectors"):
                 # more routes than the file's k: decoded again under the fixed-fleet CVRP's mask (same observation
                 # keys), kept where it keeps to k routes (else the plain tours stand, with the table's note)
                 fleet = type(fleet)(*(f.to(args.device) for f in fleet))
@@ -171,9 +172,11 @@ class FileDecoder:
         if self.args.policy == "pretrained":
             from ...policies.pretrained import nearest_pretrained_size
 
-            size = nearest_pretrained_size(problem_name, n)
+            size = nearest_pretrained_size(problem_name, sectors_size(self.args, n, problem_name))
             note = (f"note: no shipped {problem_name} model for n = {n}; using the {problem_name}-{size} model "
                     "(the nearest size shipped)")
+            if self.args.decode == "sectors":
+                note = f"note: {problem_name} sectors decoded by the {problem_name}-{size} model"
             if size != n and note not in self.notes:
                 self.notes.append(note)
                 say(note)
