@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from agents.inference.local_search import improve, two_opt
-from agents.references.pipeline import START_SLACK, best, double_bridge, ruin_recreate, savings_start, search_starts
+from agents.references.pipeline import (START_SLACK, best, construction, double_bridge, ruin_recreate,
+                                       savings_start, search_starts)
 from agents.inference.search import decode
 from agents.policies.pretrained import load_pretrained
 from agents.references.heuristics import construct, improve_routes, nearest_neighbour_tsp
@@ -38,11 +39,24 @@ def test_pipeline__never_worse_than_its_construction_nor_nearest_neighbour_2opt(
     found = best(policy, problem, inst, time_limit=0.05)
     cost = tour_cost(problem, inst, found.tours)  # validates every tour
     assert torch.allclose(cost, found.cost)
-    greedy = decode(policy, problem, inst, "greedy", augment=8).cost
+    greedy = decode(policy, problem, inst, "greedy").cost  # the decoding that runs whatever the time limit
     baseline = tour_cost(problem, inst, nearest_neighbour_2opt(problem, inst))
     assert (cost <= greedy + 1e-9).all() and (cost <= found.construction + 1e-9).all()
     assert (cost <= baseline + 1e-9).all() and torch.allclose(found.baseline, baseline)
     assert (found.cost <= found.searched + 1e-12).all()
+
+
+@pytest.mark.parametrize("name", ["tsp", "cvrp"])
+def test_construction__decodes_the_symmetric_copies_that_fit_in_its_time(name):
+    problem = get_problem(name)
+    policy = load_pretrained(name, 20)
+    inst = instances(problem, 4, 20, seed=5)
+    greedy8 = decode(policy, problem, inst, "greedy", augment=8).cost
+    ample = construction(policy, problem, inst, time.monotonic() + 60)[0]  # every copy, then multi-start
+    assert (ample <= greedy8 + 1e-9).all()
+    began = time.monotonic()
+    none_left = construction(policy, problem, inst, began)[0]  # the instances as they are, nothing more
+    torch.testing.assert_close(none_left, decode(policy, problem, inst, "greedy").cost)
 
 
 def test_pipeline__without_a_policy_searches_from_the_heuristic_start():
@@ -143,7 +157,7 @@ def test_eval__best_csv_rows_of_real_instances_recost_to_the_printed_cost(tmp_pa
 
 def test_eval__best_keeps_to_its_time_limit_without_a_second_decoding_under_the_fleet(monkeypatch, capsys):
     """Other decodings of a CVRPLIB file with more routes than its k are decoded again under the fixed fleet;
-    --decode best is not (that would take its time limit twice)."""
+    --decode best is not (that would take its time limit twice), nor sectors (plain CVRP sub-problems)."""
     pytest.importorskip("vrplib")
     from agents.apps.cli import main
     from agents.apps.commands import eval_files
@@ -153,12 +167,12 @@ def test_eval__best_keeps_to_its_time_limit_without_a_second_decoding_under_the_
     monkeypatch.setattr(eval_files, "decode_with", lambda args, policy, problem, *rest: decoded.append(problem.name)
                         or real_decode(args, policy, problem, *rest))
     monkeypatch.setattr(eval_files, "count_routes", lambda tours: 99)  # more than any k
-    for decode in ("greedy", "best"):
+    for decode in ("greedy", "best", "sectors"):
         decoded.clear()
         assert main(["eval", "--instances", str(DATA / "E-n22-k4.vrp"), "--policy", "pretrained", "--decode", decode,
                      "--time-limit", "0.05", "--no-progress"]) == 0
         assert decoded == (["cvrp", "cvrpmvc"] if decode == "greedy" else ["cvrp"])
-    assert "or --decode best was given" in capsys.readouterr().out
+    assert "or --decode best or sectors was given" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", ["tsp", "cvrp"])

@@ -8,10 +8,10 @@
    the baseline every result is at most as long as; for routes that load a demand (:func:`capacity_routes`:
    CVRP, the fixed-fleet CVRP; where the unit's replay refuses them, as SDVRP's does, they cost inf) also the
    savings routes (:func:`savings_start`);
-2. **the policy's construction**, where a policy is given: greedy decoding on the 8 symmetries of the unit
-   square, then POMO's multi-start on them, a few start nodes at a time while ``construction_share`` of
-   the budget lasts (multi-start over every node of a 200-node instance, x 8, takes about 18 s on one
-   CPU thread, so it is cut to what fits);
+2. **the policy's construction**, where a policy is given: greedy decoding of the instance as it is, then of
+   as many of its other 7 symmetries in the unit square as fit in ``construction_share`` of the budget, then
+   POMO's multi-start on those, a few start nodes at a time while that share lasts (multi-start over every
+   node of a 200-node instance, x 8, takes about 18 s on one CPU thread, so it is cut to what fits);
 3. **local search** (:func:`agents.inference.local_search.improve`) with the time left, from each start within
    :data:`START_SLACK` (5 %) of the instance's cheapest, in one batch (:func:`search_starts`): on TSP the
    model's tour, though longer than NN + 2-opt, often leads to a shorter local optimum, while on CVRP the
@@ -109,14 +109,27 @@ def cheaper(problem, cost: Tensor, tours: Tensor, new_cost: Tensor, new_tours: T
 @torch.no_grad()
 def construction(policy: Policy, problem, instances, deadline: float, *, augment: int = NUM_AUGMENTATIONS,
                  batch_size: int = 1000) -> tuple[Tensor, Tensor]:
-    """``(cost (B,), tours (B, S))``: greedy decoding on ``augment`` transforms, then multi-start on them
-    from a few start nodes at a time (spread over the nodes) until ``deadline`` (``time.monotonic()``)
-    would pass; each batch of starts is sized from the time the previous one took per rollout."""
+    """``(cost (B,), tours (B, S))``: greedy decoding of the instances as they are, then on the other of the
+    ``augment`` transforms as far as ``deadline`` (``time.monotonic()``) allows, then multi-start on the
+    transforms decoded from a few start nodes at a time (spread over the nodes) until ``deadline`` would pass;
+    each batch after the first is sized from the time the one before took per rollout."""
     b = instances[0].shape[0]
-    t = torch.arange(augment)
     began = time.monotonic()
-    cost, tours = best_of_copies(policy, problem, instances, Copies(t, torch.full_like(t, -1)), batch_size=batch_size)
-    per_rollout = (time.monotonic() - began) / (b * augment)
+    cost, tours = best_of_copies(policy, problem, instances, Copies(torch.zeros(1, dtype=torch.long),
+                                                                    torch.full((1,), -1)), batch_size=batch_size)
+    per_rollout = (time.monotonic() - began) / b
+    replayed, ok, _ = replay(problem, instances, tours)  # float64, as the transformed copies are costed
+    cost = torch.where(torch.isfinite(cost) & ok, replayed, cost)
+    more = min(augment - 1, int((deadline - time.monotonic()) / (per_rollout * b)))
+    if more > 0:  # the other transforms that fit
+        t = torch.arange(1, 1 + more)
+        began = time.monotonic()
+        found = best_of_copies(policy, problem, instances, Copies(t, torch.full_like(t, -1)), batch_size=batch_size)
+        per_rollout = (time.monotonic() - began) / (b * more)
+        width = max(tours.shape[1], found[1].shape[1])
+        cost, tours = cheaper(problem, cost, pad_tours(tours, width), found[0], pad_tours(found[1], width))
+    augment = 1 + max(more, 0)
+    t = torch.arange(augment)
     starts = problem.start_nodes(problem.n_total_of(instances))
     starts = starts[torch.randperm(len(starts), generator=torch.Generator().manual_seed(0))]
     done = 0
@@ -251,9 +264,10 @@ def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, 
         problem: the problem unit (or its name).
         instances: a batch of B instances, coordinates in the unit square.
         time_limit: seconds per instance; the batch shares ``B * time_limit`` (no step starts after it, and
-            the heuristic start and the first greedy decoding always run).
+            the heuristic starts and the greedy decoding of the instances as they are always run).
         augment: transforms of the unit square the construction decodes (1..8).
-        construction_share: the fraction of the budget within which multi-start batches may start.
+        construction_share: the fraction of the budget within which the construction's decodings after the
+            first may start.
         perturbations: perturbed copies per instance and round of iterated local search (TSP).
         batch_size: rows decoded at a time. generator: the perturbations' randomness (default: seed 0).
 
