@@ -11,8 +11,9 @@ where that folder exists (files of a name already read are skipped), each gap ag
 
 - ``NN + 2-opt``: nearest neighbour (the nearest feasible customer for CVRP) then 2-opt (within routes);
 - ``savings`` (CVRP): the best of the savings routes of six route shapes (the pipeline's other start);
-- ``construction``: the shipped model of the nearest size, greedy x 8 then multi-start x 8 while 30 % of
-  the budget lasts (the pipeline's first step, run alone);
+- ``construction``: the shipped model of the nearest size, greedy on the instance, then on as many of its
+  7 other symmetric copies as fit in 30 % of the budget, then multi-start on those while it lasts (the
+  pipeline's first step, run alone);
 - ``pipeline``: ``best`` (construction, local search from those of it, NN + 2-opt and the savings within 5 % of
   the cheapest, then iterated local search) with ``--time-limit`` seconds per instance, and its mean seconds
   per instance::

@@ -414,7 +414,8 @@ def pad_like(tours: Tensor, width: int, has_depot: bool) -> Tensor:
 
 @torch.no_grad()
 def improve(problem, instance, tours, *, max_rounds: int = 1000, time_limit: float | None = None,
-            candidates: int | None = None, combine: int | None = None) -> tuple[Tensor, Tensor]:
+            candidates: int | None = None, combine: int | None = None,
+            cost: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Local search from ``tours`` (see the module docstring for the moves each problem gets).
 
     Args:
@@ -432,6 +433,8 @@ def improve(problem, instance, tours, *, max_rounds: int = 1000, time_limit: flo
         combine: moves per instance and round at most (tours with a depot): the feasible candidates that
             change no edge in common are also tried together (1: one move a round); None: twice
             ``candidates``.
+        cost: (B,) float64 the tours' :func:`~routing_gym.problems.tour_cost` where the caller has just replayed
+            them (their replay is then not repeated, nor their feasibility checked again); None: computed here.
 
     Returns:
         ``(tours (B, S') int64, cost (B,) float64)``: each tour the improved one where that replays feasible
@@ -440,7 +443,7 @@ def improve(problem, instance, tours, *, max_rounds: int = 1000, time_limit: flo
     """
     problem = get_problem(problem)
     tours = as_tours(instance, tours)
-    cost = tour_cost(problem, instance, tours)
+    cost = tour_cost(problem, instance, tours) if cost is None else cost
     deadline = None if time_limit is None else time.monotonic() + time_limit
     if problem.policy.coordinates is None:  # no Euclidean lengths to search with (see the module docstring)
         return tours, cost

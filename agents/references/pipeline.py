@@ -114,38 +114,37 @@ def construction(policy: Policy, problem, instances, deadline: float, *, augment
     transforms decoded from a few start nodes at a time (spread over the nodes) until ``deadline`` would pass;
     each batch after the first is sized from the time the one before took per rollout."""
     b = instances[0].shape[0]
-    began = time.monotonic()
-    cost, tours = best_of_copies(policy, problem, instances, Copies(torch.zeros(1, dtype=torch.long),
-                                                                    torch.full((1,), -1)), batch_size=batch_size)
-    per_rollout = (time.monotonic() - began) / b
-    replayed, ok, _ = replay(problem, instances, tours)  # float64, as the transformed copies are costed
-    cost = torch.where(torch.isfinite(cost) & ok, replayed, cost)
+
+    def decoded(copies: Copies) -> tuple[Tensor, Tensor, float]:
+        """The cheapest of ``copies`` per instance, costed by the unit's replay (float64, as every start of the
+        pipeline is; an untransformed rollout's own cost is float32), and the seconds per rollout."""
+        began = time.monotonic()
+        cost, tours = best_of_copies(policy, problem, instances, copies, batch_size=batch_size)
+        replayed, ok, _ = replay(problem, instances, tours)
+        return (torch.where(torch.isfinite(cost) & ok, replayed, cost), tours,
+                (time.monotonic() - began) / (b * len(copies.transform)))
+
+    cost, tours, per_rollout = decoded(Copies(torch.zeros(1, dtype=torch.long), torch.full((1,), -1)))
     more = min(augment - 1, int((deadline - time.monotonic()) / (per_rollout * b)))
     if more > 0:  # the other transforms that fit
         t = torch.arange(1, 1 + more)
-        began = time.monotonic()
-        found = best_of_copies(policy, problem, instances, Copies(t, torch.full_like(t, -1)), batch_size=batch_size)
-        per_rollout = (time.monotonic() - began) / (b * more)
-        width = max(tours.shape[1], found[1].shape[1])
-        cost, tours = cheaper(problem, cost, pad_tours(tours, width), found[0], pad_tours(found[1], width))
-    augment = 1 + max(more, 0)
-    t = torch.arange(augment)
+        found_cost, found, per_rollout = decoded(Copies(t, torch.full_like(t, -1)))
+        width = max(tours.shape[1], found.shape[1])
+        cost, tours = cheaper(problem, cost, pad_tours(tours, width), found_cost, pad_tours(found, width))
+    t = torch.arange(1 + max(more, 0))
     starts = problem.start_nodes(problem.n_total_of(instances))
     starts = starts[torch.randperm(len(starts), generator=torch.Generator().manual_seed(0))]
     done = 0
     while done < len(starts):
         left = deadline - time.monotonic()
-        count = min(len(starts) - done, int(left / (per_rollout * b * augment)))
+        count = min(len(starts) - done, int(left / (per_rollout * b * len(t))))
         if count < 1:
             break
         chunk = starts[done:done + count]
-        began = time.monotonic()
-        found = best_of_copies(policy, problem, instances, Copies(t.repeat_interleave(count), chunk.repeat(augment)),
-                               batch_size=batch_size)
-        per_rollout = (time.monotonic() - began) / (b * augment * count)
+        found_cost, found, per_rollout = decoded(Copies(t.repeat_interleave(count), chunk.repeat(len(t))))
         done += count
-        width = max(tours.shape[1], found[1].shape[1])
-        cost, tours = cheaper(problem, cost, pad_tours(tours, width), found[0], pad_tours(found[1], width))
+        width = max(tours.shape[1], found.shape[1])
+        cost, tours = cheaper(problem, cost, pad_tours(tours, width), found_cost, pad_tours(found, width))
     return cost, tours
 
 
@@ -160,7 +159,7 @@ def search_starts(problem, instances, starts: list[tuple[Tensor, Tensor]], deadl
     least = cost.min(dim=1, keepdim=True).values
     row, k = (cost - least <= START_SLACK * least.abs()).nonzero().unbind(1)  # costs may be negative (prizes)
     found, found_cost = improve(problem, select_rows(instances, row), tours[row, k],
-                                time_limit=max(0.0, deadline - time.monotonic()))
+                                time_limit=max(0.0, deadline - time.monotonic()), cost=cost[row, k])
     best = torch.full((b,), float("inf"), dtype=found_cost.dtype, device=found_cost.device)
     best = best.scatter_reduce(0, row, found_cost, "amin")
     at_best = found_cost == best[row]
@@ -188,13 +187,14 @@ def route_loads(seq: Tensor, demand: Tensor) -> tuple[Tensor, Tensor]:
     return route, torch.zeros_like(demand[:, :1]).expand_as(seq).scatter_add(1, route, demand.gather(1, seq))
 
 
-def ruin_recreate(problem, instances, tours: Tensor, generator: torch.Generator) -> Tensor:
-    """Routes (R, S) of a unit with :func:`capacity_routes` with some customers taken out and put back one at a
+def ruin_recreate(problem, instances, tours: Tensor, cost: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """``(tours (R, S'), cost (R,))``: routes ``tours`` (R, S) of a unit with :func:`capacity_routes` (``cost``
+    their costs) with some customers taken out and put back one at a
     time, in random order, each where it adds least length and its route's load fits (a route of its own where
     none fits); the customers taken out: on :data:`ROUTE_RUINS` of the rows those of the least loaded route (so
     that a route may go), on the others those nearest a random customer (:data:`RUINED`, it included). Rows
-    whose result does not replay through the unit keep their tour. Schrimpf et al. (2000)'s ruin and recreate
-    with best insertion."""
+    whose result does not replay through the unit keep their tour and cost. Schrimpf et al. (2000)'s ruin and
+    recreate with best insertion."""
     locs, demand = instances.locs, instances.demand.double()
     r, n = locs.shape[:2]
     dev = tours.device
@@ -226,9 +226,10 @@ def ruin_recreate(problem, instances, tours: Tensor, generator: torch.Generator)
         moved = seq.gather(1, torch.where(pos < at[:, None], pos, pos - 1)).scatter(1, at[:, None], v[:, None])
         seq = torch.where(put[:, None], moved, seq)
     kicked = giant_actions(seq)
-    ok = replay(problem, instances, kicked)[1]
+    kicked_cost, ok, _ = replay(problem, instances, kicked)
     width = max(kicked.shape[1], tours.shape[1])
-    return torch.where(ok[:, None], pad_like(kicked, width, True), pad_like(tours, width, True))
+    return (torch.where(ok[:, None], pad_like(kicked, width, True), pad_like(tours, width, True)),
+            torch.where(ok, kicked_cost, cost))
 
 
 def perturbation_search(problem, instances, cost: Tensor, tours: Tensor, deadline: float, copies: int,
@@ -242,10 +243,11 @@ def perturbation_search(problem, instances, cost: Tensor, tours: Tensor, deadlin
     clock = Rounds(deadline, first_round)  # a round starts where it would end in time, as the previous one took
     while clock.may_start():
         if closed_tour(problem):
-            kicked = double_bridge(tours[rows], generator)
-        else:
-            kicked = ruin_recreate(problem, many, tours[rows], generator)
-        found, found_cost = improve(problem, many, kicked, time_limit=max(0.0, deadline - time.monotonic()))
+            kicked, known = double_bridge(tours[rows], generator), None
+        else:  # its replay costs the copies
+            kicked, known = ruin_recreate(problem, many, tours[rows], cost[rows], generator)
+        found, found_cost = improve(problem, many, kicked, time_limit=max(0.0, deadline - time.monotonic()),
+                                    cost=known)
         found_cost, pick = found_cost.view(b, copies).min(dim=1)
         found = found.view(b, copies, -1)[torch.arange(b), pick]
         cost, tours = cheaper(problem, cost, tours, found_cost, found)
