@@ -117,12 +117,14 @@ def construction(policy: Policy, problem, instances, deadline: float, *, augment
 
     def decoded(copies: Copies) -> tuple[Tensor, Tensor, float]:
         """The cheapest of ``copies`` per instance, costed by the unit's replay (float64, as every start of the
-        pipeline is; an untransformed rollout's own cost is float32), and the seconds per rollout."""
+        pipeline is: ``best_of_copies`` replays transformed copies itself, an untransformed rollout's own cost
+        is float32), and the seconds per rollout."""
         began = time.monotonic()
         cost, tours = best_of_copies(policy, problem, instances, copies, batch_size=batch_size)
-        replayed, ok, _ = replay(problem, instances, tours)
-        return (torch.where(torch.isfinite(cost) & ok, replayed, cost), tours,
-                (time.monotonic() - began) / (b * len(copies.transform)))
+        if not bool((copies.transform != 0).any()):
+            replayed, ok, _ = replay(problem, instances, tours)
+            cost = torch.where(torch.isfinite(cost) & ok, replayed, cost)
+        return cost, tours, (time.monotonic() - began) / (b * len(copies.transform))
 
     cost, tours, per_rollout = decoded(Copies(torch.zeros(1, dtype=torch.long), torch.full((1,), -1)))
     more = min(augment - 1, int((deadline - time.monotonic()) / (per_rollout * b)))
