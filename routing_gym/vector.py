@@ -125,7 +125,11 @@ def advance(problem, prev, actions: Tensor, resetting: Tensor, returns: Tensor, 
         final = ended | truncated
     returns += reward
     column = torch.where(~prev_done & ~invalid, prev.num_steps, tours.shape[1] - 1)
-    tours.scatter_(1, column[:, None], actions[:, None])
+    if torch.compiler.is_compiling():  # inductor writes index_put_ in place; an in-place scatter into an
+        # input it writes as a copy of the whole (B, S) buffer and a copy back
+        tours.index_put_((torch.arange(len(column), device=column.device), column), actions)
+    else:  # eager, scatter_ is the faster
+        tours.scatter_(1, column[:, None], actions[:, None])
     ended_invalid |= invalid
     infos = {"cost": torch.where(final, -returns, 0.0), "_cost": final,
              "invalid_action": invalid & final, "_invalid_action": final,

@@ -248,6 +248,15 @@ class EnvDoc:
     cost: str  # the quantity minimised, in a few words (the problem tables)
 
 
+@torch.compiler.assume_constant_result  # a constant in a compiled step, with no guard
+def max_steps_of(problem: type, n_total: int) -> int:
+    """:meth:`Problem.max_steps`, computed."""
+    return int(problem.bounds(n_total)["num_steps"][2])
+
+
+max_steps_cached = functools.cache(max_steps_of)  # for eager steps (the penalty reads it every step)
+
+
 class Problem:
     """Base of the problem units: the declarations every problem makes, and what follows from them.
 
@@ -390,11 +399,11 @@ class Problem:
         return cls.Instance(**{f: obs[f] for f in cls.Instance._fields})
 
     @classmethod
-    @functools.cache  # read by every step (the masked-action penalty); the bounds are built per call
     def max_steps(cls, n_total: int) -> int:
         """S, the most actions an episode on N nodes can take: the bound of the ``num_steps`` observation (and
         the length of the padded ``info["tour"]``)."""
-        return int(cls.bounds(n_total)["num_steps"][2])
+        # a functools cache is C code, which dynamo does not trace: compiled, the constant
+        return max_steps_of(cls, n_total) if torch.compiler.is_compiling() else max_steps_cached(cls, n_total)
 
     @staticmethod
     def step_cost_bound(state) -> Tensor | float:
@@ -567,7 +576,8 @@ def compiled(fn: Callable, device_type: str, problem: Any = None) -> Callable:
         copy = types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
         copy.__kwdefaults__ = fn.__kwdefaults__
         fn = copy
-    return torch.compile(fn, dynamic=False, options={"cpp.simdlen": 1} if device_type == "cpu" else None)
+    return torch.compile(fn, dynamic=False, fullgraph=True,
+                         options={"cpp.simdlen": 1} if device_type == "cpu" else None)
 
 
 def finish(problem, state, stop: Tensor):
