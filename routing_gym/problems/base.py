@@ -569,7 +569,8 @@ def compiled(fn: Callable, device_type: str, problem: Any = None) -> Callable:
 
     On the CPU the code is compiled to scalar C++ loops (inductor's ``cpp.simdlen=1``): inductor's
     vectorised loops load and store bool tensors one element at a time, and run the step slower
-    (``benchmarks/README.md``, "A compiled step")."""
+    (``benchmarks/README.md``, "A compiled step"). ``fullgraph=True``: a graph break (code dynamo does not
+    trace, such as a ``functools`` cache) is an error, not a step run in pieces with eager code between."""
     if problem is not None:
         name = f"{fn.__name__}_{problem.name}"
         code = fn.__code__.replace(co_name=name, **({"co_qualname": name} if hasattr(fn.__code__, "co_qualname") else {}))
