@@ -176,9 +176,18 @@ def transforms(k: int) -> Tensor:
 def greedy(policy: Policy, problem, instances, *, augment: int = 1, batch_size: int = 1000) -> Decoded:
     """Greedy decoding, the best over ``augment`` coordinate transforms."""
     problem = get_problem(problem) if isinstance(problem, str) else problem
-    t = transforms(augment)
-    cost, tours = best_of_copies(policy, problem, instances, Copies(t, torch.full_like(t, -1)), batch_size=batch_size)
+    _, tours = greedy_tours(policy, problem, instances, augment=augment, batch_size=batch_size)
     return finish_tours(problem, instances, tours)
+
+
+@torch.no_grad()
+def greedy_tours(policy: Policy, problem, instances, *, augment: int = 1,
+                 batch_size: int = 1000) -> tuple[Tensor, Tensor]:
+    """:func:`greedy`'s ``(cost, tours)`` before its final replay: the rollouts' costs (transformed copies
+    costed by the unit's replay, see :func:`best_of_copies`), for callers that cost or join the tours
+    themselves."""
+    t = transforms(augment)
+    return best_of_copies(policy, problem, instances, Copies(t, torch.full_like(t, -1)), batch_size=batch_size)
 
 
 @torch.no_grad()

@@ -28,7 +28,7 @@ from routing_gym.problems.base import replay
 
 from .local_search import giant_actions, pad_like, with_depot
 from .revision import normalise
-from .search import Copies, Decoded, best_of_copies, greedy, transforms
+from .search import Decoded, greedy, greedy_tours
 
 SIZES = (20, 30, 50)  # sector sizes tried by default: the shipped depot models' n = 20, and 1.5 and 2.5 times it
 
@@ -79,8 +79,7 @@ def sector_decode(policy, problem, instances, sizes: Sequence[int] = SIZES, *, r
         nodes = torch.cat([torch.zeros_like(nodes[:, :1]), nodes], dim=1)  # the depot first
         rows = torch.arange(b, device=locs.device).repeat_interleave(len(which))[:, None]
         sub = type(instances)(locs=normalise(locs[rows, nodes]), demand=demand[rows, nodes])
-        copies = Copies(transforms(augment), torch.full((augment,), -1))  # greedy x augment, tours only
-        tours = nodes.gather(1, best_of_copies(policy, problem, sub, copies, batch_size=batch_size)[1])
+        tours = nodes.gather(1, greedy_tours(policy, problem, sub, augment=augment, batch_size=batch_size)[1])
         for i, tour in zip(which, tours.view(b, len(which), -1).unbind(1)):
             routes[i] = tour
     joined, first = [], 0
