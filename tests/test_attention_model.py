@@ -62,6 +62,29 @@ def test_rollout__sampled_log_likelihoods_are_finite_and_differentiable(problem)
 
 
 @pytest.mark.parametrize("problem", PROBLEMS)
+def test_rollout__episodes_scored_in_one_pass_match_step_by_step_scoring(problem, monkeypatch):
+    """With gradients the model decodes without them and scores the recorded episode in one pass
+    (``log_probs_steps``): the same actions, and log-likelihoods and gradients as scoring each step (forced
+    first actions, as multi-start training takes them, left out of both)."""
+    model = untrained(problem)
+    env, instances, obs = reset_env(problem, 10, 16)
+    first = torch.arange(16) % obs["action_mask"].shape[1]
+    results = []
+    for parallel in (True, False):
+        if not parallel:
+            monkeypatch.setattr(AttentionModel, "parallel_steps", property(lambda self: False))
+        model.zero_grad()
+        out = rollout(model, env, instances, strategy="sample", generator=torch.Generator().manual_seed(4),
+                      first_actions=first)
+        out.log_likelihood.sum().backward()
+        results.append((out, torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])))
+    (one_pass, grad_one), (stepwise, grad_steps) = results
+    assert torch.equal(one_pass.actions, stepwise.actions) and torch.equal(one_pass.cost, stepwise.cost)
+    torch.testing.assert_close(one_pass.log_likelihood, stepwise.log_likelihood, rtol=1e-5, atol=1e-5)
+    assert float((grad_one - grad_steps).norm() / grad_steps.norm()) < 1e-5  # float sums in another order
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
 def test_rollout__deferred_end_check_changes_nothing_but_trailing_no_ops(problem):
     """The end-of-episodes check that never waits for the device (CUDA's, forced here on the CPU) reads the
     flag one check late: the same costs, log-likelihoods and actions, plus no-op steps at the end."""

@@ -6,6 +6,7 @@ dynamics without raising, for the searches and references that keep the feasible
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -107,29 +108,53 @@ def rollout(policy: Policy, env, instances, *, strategy: str = "greedy", generat
     max_steps = int(env.single_observation_space["num_steps"].high[0])
     n_total = env.n_total
     watch = EndWatch(env.device, deferred_end)
-    for t in range(max_steps):
-        logp, cache = policy.log_probs(cache, obs)
-        if strategy == "greedy":
-            a = logp.argmax(dim=-1)
-        else:
-            p = logp.exp() if temperature == 1.0 else torch.softmax(logp / temperature, dim=-1)
-            a = torch.multinomial(p, 1, generator=generator).squeeze(1)
-        counted = ~env.state.done
-        if t == 0 and first_actions is not None:  # forced where allowed (an OP node may be out of reach)
-            forced = obs["action_mask"].gather(1, first_actions[:, None]).squeeze(1).bool()
-            a = torch.where(forced, first_actions, a)
-            counted = counted & ~forced
-        log_likelihood = log_likelihood + torch.where(counted, logp.gather(1, a[:, None]).squeeze(1), 0.0)
-        obs, reward, terminated, _, _ = env.step(a)
-        cost = cost - reward
-        actions.append(a)
-        # checked every SYNC_EVERY steps (and at N, when every TSP tour ends); steps past an episode's
-        # end are no-ops that add nothing
-        if ((t + 1) % SYNC_EVERY == 0 or t + 1 == n_total) and watch.all_ended(terminated):
-            break
+    # with gradients, a policy that scores recorded steps in one pass decodes without them and is scored after
+    parallel = torch.is_grad_enabled() and getattr(policy, "parallel_steps", False)
+    first_obs, steps, counts = obs, [], []
+    with torch.no_grad() if parallel else contextlib.nullcontext():
+        for t in range(max_steps):
+            logp, cache = policy.log_probs(cache, obs)
+            if strategy == "greedy":
+                a = logp.argmax(dim=-1)
+            else:
+                p = logp.exp() if temperature == 1.0 else torch.softmax(logp / temperature, dim=-1)
+                a = torch.multinomial(p, 1, generator=generator).squeeze(1)
+            counted = ~env.state.done
+            if t == 0 and first_actions is not None:  # forced where allowed (an OP node may be out of reach)
+                forced = obs["action_mask"].gather(1, first_actions[:, None]).squeeze(1).bool()
+                a = torch.where(forced, first_actions, a)
+                counted = counted & ~forced
+            if parallel:
+                steps.append({k: obs[k] for k in policy.step_keys})
+                counts.append(counted)
+            else:
+                log_likelihood = log_likelihood + torch.where(counted, logp.gather(1, a[:, None]).squeeze(1), 0.0)
+            obs, reward, terminated, _, _ = env.step(a)
+            cost = cost - reward
+            actions.append(a)
+            # checked every SYNC_EVERY steps (and at N, when every TSP tour ends); steps past an episode's
+            # end are no-ops that add nothing
+            if ((t + 1) % SYNC_EVERY == 0 or t + 1 == n_total) and watch.all_ended(terminated):
+                break
     if not bool(env.state.done.all()):
         raise RuntimeError(f"rollout did not finish within {max_steps} steps")
-    return Rollout(cost=cost, log_likelihood=log_likelihood, actions=torch.stack(actions, dim=1))
+    actions = torch.stack(actions, dim=1)
+    if parallel:
+        log_likelihood = episode_log_likelihood(policy, cache, first_obs, steps, actions, torch.stack(counts, dim=1))
+    return Rollout(cost=cost, log_likelihood=log_likelihood, actions=actions)
+
+
+def episode_log_likelihood(policy, cache, obs: dict[str, Tensor], steps: list[dict[str, Tensor]], actions: Tensor,
+                           counted: Tensor) -> Tensor:
+    """Sum over the counted steps of the chosen actions' log-probabilities (B,), scored in one pass
+    (``policy.log_probs_steps``) from each step's observation values ``steps`` (the policy's ``step_keys``),
+    the actions (B, T) and which steps count (B, T) bool. Steps after the last counted one are left out, so
+    that trailing no-op steps change nothing (one host read)."""
+    used = torch.arange(1, counted.shape[1] + 1, device=counted.device)[counted.any(dim=0)]
+    t = max(1, int(used.max()) if used.numel() else 0)
+    stacked = {k: torch.stack([s[k] for s in steps[:t]], dim=1) for k in policy.step_keys}  # (B, t, ...)
+    logp = policy.log_probs_steps(cache, obs, stacked)  # (B, t, N)
+    return torch.where(counted[:, :t], logp.gather(2, actions[:, :t, None]).squeeze(2), 0.0).sum(dim=1)
 
 
 def env_policy(policy, name: str, *, deterministic: bool = True, generator: torch.Generator | None = None):

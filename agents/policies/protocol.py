@@ -8,6 +8,12 @@ A policy is any object with two methods (the Attention Model, the Pointer Networ
 - ``log_probs(cache, obs) -> (log_probs, cache)``: log-probabilities (B, N) of the next action, ``-inf``
   where ``obs["action_mask"]`` forbids it, and the cache for the next step.
 
+A stateless policy may also score a recorded episode in one pass (the Attention Model does): ``parallel_steps``
+(True when it can), ``step_keys`` (the observation keys that change between steps) and
+``log_probs_steps(cache, obs, steps) -> (B, T, N)``, ``steps`` holding those keys' values of T observations
+stacked on axis 1. With gradients on, :func:`agents.inference.rollout.rollout` then decodes without them and
+back-propagates through that one pass (T queries against the same keys) instead of through T steps.
+
 A step never mutates its inputs: a stateless policy (the Attention Model) returns its cache unchanged, a
 recurrent one (the Pointer Network) a new cache holding its advanced decoder state, and every caller
 steps on with the returned cache. Every tensor of a cache has the batch as its leading axis, so that

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from routing_gym.problems import get_problem
 
-from ..inference.rollout import make_env
+from ..inference.rollout import episode_log_likelihood, make_env
 from ..policies.protocol import select_rows
 
 
@@ -70,6 +70,8 @@ def teacher_forcing_nll(policy, problem: str, instances, actions: Tensor, env=No
     obs, _ = env.reset(options={"instances": instances})
     cache = None if policy is None else policy.precompute(obs)
     nll = torch.zeros(b, device=instances[0].device)
+    parallel = policy is not None and getattr(policy, "parallel_steps", False)  # scored in one pass after
+    first_obs, steps, counts = obs, [], []
     for t in range(actions.shape[1]):
         a = actions[:, t]
         counted = ~env.state.done
@@ -78,13 +80,18 @@ def teacher_forcing_nll(policy, problem: str, instances, actions: Tensor, env=No
             if not bool((allowed | ~counted).all()):
                 row = int((~allowed & counted).nonzero()[0])
                 raise ValueError(f"label of instance {row} takes masked action {int(a[row])} at step {t}")
-        if policy is not None:
+        if parallel:
+            steps.append({k: obs[k] for k in policy.step_keys})
+            counts.append(counted)
+        elif policy is not None:
             logp, cache = policy.log_probs(cache, obs)
             nll = nll - torch.where(counted, logp.gather(1, a[:, None]).squeeze(1), 0.0)
         obs, *_ = env.step(a)
     if check and not bool(env.state.done.all()):
         row = int((~env.state.done).nonzero()[0])
         raise ValueError(f"label of instance {row} does not finish its episode in {actions.shape[1]} steps")
+    if parallel:
+        nll = -episode_log_likelihood(policy, cache, first_obs, steps, actions, torch.stack(counts, dim=1))
     return nll
 
 
