@@ -206,3 +206,29 @@ def test_kool_weights__clear_errors_name_the_file(kool_weights, tmp_path):
     torch.save({"model": state}, tmp_path / "epoch-99.pt")
     with pytest.raises(ValueError, match=r"epoch-99\.pt.*project_out\.weight"):
         load_kool_weights(tmp_path / "epoch-99.pt")
+
+
+@pytest.mark.parametrize("normalization", ["batch", "instance"])
+def test_encode__cpu_chunks_give_the_numbers_of_the_whole_batch(normalization, monkeypatch):
+    """The CPU encoder runs chunks of instances where no batch statistics are computed (evaluation, or
+    instance normalisation): the same embeddings as the whole batch at once; batch-normalised training
+    runs whole (its statistics span the batch)."""
+    import agents.policies.attention_model as am
+    torch.manual_seed(0)
+    model = AttentionModel(AttentionModelConfig(problem="tsp", embed_dim=32, n_heads=4, n_layers=2, ff_hidden=64,
+                                                normalization=normalization))
+    _, _, obs = reset_env("tsp", 10, 50)
+    layers = AttentionModel.encode_layers
+    for training in (False, True):
+        model.train(training)
+        with torch.no_grad():
+            monkeypatch.setattr(am, "CPU_ENCODER_ROWS", 10 ** 9)
+            whole = model.encode(obs)
+            monkeypatch.setattr(am, "CPU_ENCODER_ROWS", 120)  # chunks of 12 instances
+            calls = []
+            monkeypatch.setattr(AttentionModel, "encode_layers",
+                                lambda self, h, dist: calls.append(h.shape[0]) or layers(self, h, dist))
+            chunked = model.encode(obs)
+            monkeypatch.setattr(AttentionModel, "encode_layers", layers)
+        assert torch.equal(whole, chunked)
+        assert calls == ([50] if training and normalization == "batch" else [12, 12, 12, 12, 2])
