@@ -110,9 +110,11 @@ EDGE_LOGIT_SCALE = 3.0  # the pointer's initial preference for cheap edges, per 
 
 def concat_embeddings(embeddings: Tensor, index: Tensor) -> Tensor:
     """``embeddings[b, index[b, ..., j]]`` concatenated over j: (B, N, D) and (B, ..., J) int64 -> (B, ..., J * D)."""
-    b, d = index.shape[0], embeddings.shape[-1]
-    flat = index.reshape(b, -1).long()  # (B, M)
-    return embeddings.gather(1, flat[:, :, None].expand(-1, -1, d)).view(*index.shape[:-1], -1)
+    b, n, d = embeddings.shape
+    rows = index.reshape(b, -1).long() + n * torch.arange(b, device=index.device)[:, None]  # (B, M) into B * N rows
+    # index_select of rows: on the CPU 15x faster than gather with an expanded index (1,000 x 2 of (50, 128):
+    # 1.4 ms -> 0.09 ms a decoding step, about 2 % of a TSP-50 greedy decoding)
+    return embeddings.reshape(b * n, d).index_select(0, rows.view(-1)).view(*index.shape[:-1], -1)
 
 
 # -- problem adapters -----------------------------------------------------------------------------
