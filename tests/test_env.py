@@ -271,3 +271,12 @@ def test_info__tour_has_one_shape_for_every_episode_and_a_replay_buffer_stores_i
             obs, done = next_obs, term or trunc
         shapes.add(info["tour"].shape)
     assert len(shapes) == 1 and buffer.info.tour.shape[1:] == shapes.pop() and len(buffer) > 12
+
+
+def test_import__does_not_load_the_compiler():
+    """``import routing_gym`` (and ``gym.make``) leave ``torch.compile``'s machinery unloaded (about 2 s) until a
+    ``compile=True`` env asks for it."""
+    code = ("import sys, gymnasium as gym, routing_gym; gym.make('routing/TSP-10').reset(seed=0); "
+            "print('torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

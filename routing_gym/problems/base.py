@@ -248,9 +248,9 @@ class EnvDoc:
     cost: str  # the quantity minimised, in a few words (the problem tables)
 
 
-@torch.compiler.assume_constant_result  # a constant in a compiled step, with no guard
 def max_steps_of(problem: type, n_total: int) -> int:
-    """:meth:`Problem.max_steps`, computed."""
+    """:meth:`Problem.max_steps`, computed (a constant in a compiled step, with no guard: :func:`compiled`
+    marks it so)."""
     return int(problem.bounds(n_total)["num_steps"][2])
 
 
@@ -581,6 +581,9 @@ def compiled(fn: Callable, device_type: str, problem: Any = None) -> Callable:
     # run): about 27 of a TSP-50 B = 1024 step's 200 us were spent checking them on every call; the guards on
     # the arguments (tensor shapes and dtypes, the problem, the autoreset mode) stay
     options = {"guard_filter_fn": torch.compiler.skip_guard_on_globals_unsafe}
+    # marked here, not where it is defined: marking imports the compiler (about 2 s), which an eager user of
+    # the envs should not pay at import time
+    torch.compiler.assume_constant_result(max_steps_of)
     if device_type == "cpu":
         options["cpp.simdlen"] = 1
     return torch.compile(fn, dynamic=False, fullgraph=True, options=options)
