@@ -39,7 +39,7 @@ def test_pipeline__never_worse_than_its_construction_nor_nearest_neighbour_2opt(
     found = best(policy, problem, inst, time_limit=0.05)
     cost = tour_cost(problem, inst, found.tours)  # validates every tour
     assert torch.allclose(cost, found.cost)
-    greedy = decode(policy, problem, inst, "greedy").cost  # the decoding that runs whatever the time limit
+    greedy = decode(policy, problem, inst, "greedy").cost  # decoded whenever the heuristic start leaves time
     baseline = tour_cost(problem, inst, nearest_neighbour_2opt(problem, inst))
     assert (cost <= greedy + 1e-9).all() and (cost <= found.construction + 1e-9).all()
     assert (cost <= baseline + 1e-9).all() and torch.allclose(found.baseline, baseline)
@@ -111,6 +111,25 @@ def test_pipeline__routes_start_from_the_savings_where_a_capacity_alone_binds():
     found = best(load_pretrained("cvrp", 20), problem, inst, time_limit=0.3)
     assert (found.cost <= savings_start(problem, inst)[0] + 1e-9).all()
     assert torch.allclose(tour_cost(problem, inst, found.tours), found.cost)
+
+
+@pytest.mark.parametrize("name", ["tsp", "cvrp"])
+def test_pipeline__a_budget_the_heuristic_starts_spend_runs_no_construction(name):
+    """At a time limit the heuristic starts alone overrun (1 µs an instance), the policy is never called: the
+    result is the cheapest heuristic start (NN + 2-opt; CVRP's savings too), valid."""
+    problem = get_problem(name)
+    inst = instances(problem, 4, 60)
+
+    class Untouchable:
+        def precompute(self, obs):
+            raise AssertionError("the construction started after the deadline")
+
+        def log_probs(self, cache, obs):
+            raise AssertionError("the construction started after the deadline")
+
+    found = best(Untouchable(), problem, inst, time_limit=1e-6)
+    assert torch.allclose(tour_cost(problem, inst, found.tours), found.cost)
+    assert torch.isinf(found.construction).all() and (found.cost <= found.baseline + 1e-9).all()
 
 
 def test_pipeline__respects_its_time_limit_roughly():

@@ -267,8 +267,9 @@ def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, 
         policy: a policy of the protocol (a shipped model), or None for the search from the heuristic start.
         problem: the problem unit (or its name).
         instances: a batch of B instances, coordinates in the unit square.
-        time_limit: seconds per instance; the batch shares ``B * time_limit`` (no step starts after it, and
-            the heuristic starts and the greedy decoding of the instances as they are always run).
+        time_limit: seconds per instance; the batch shares ``B * time_limit``: no piece starts after it but the
+            heuristic starts, which always run (the construction, when it starts, always decodes the instances
+            as they are once; a search round starts where the one before says it would end in time).
         augment: transforms of the unit square the construction decodes (1..8).
         construction_share: the fraction of the budget within which the construction's decodings after the
             first may start.
@@ -288,9 +289,8 @@ def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, 
     checked = time.monotonic()
     start_cost = tour_cost(problem, instances, start)
     deadline -= time.monotonic() - checked  # kept back for the result's own check, as long as this one
-    if policy is None:
-        built_cost, built = torch.full_like(start_cost, float("inf")), start
-    else:
+    built_cost, built = torch.full_like(start_cost, float("inf")), start
+    if policy is not None and time.monotonic() < deadline:  # the heuristic start may have spent the budget
         built_cost, built = construction(policy, problem, instances, began + construction_share * budget,
                                          augment=augment, batch_size=batch_size)
     starts = [(start_cost, start), (built_cost, built)]  # an infeasible construction costs inf
