@@ -1,13 +1,14 @@
-"""TSP policies against the instance size: models trained at one size, or on mixed sizes, decoded at others.
+"""TSP and CVRP policies against the instance size: models trained at one size, or on mixed sizes, decoded at others.
 
 A model trained on uniform instances of n nodes in the unit square sees, at another size, another density
 (n per unit area) and another episode length. For each policy given, this prints the mean greedy gap (and
 greedy x 8, the best of the unit square's 8 symmetric copies) on seeded uniform TSP sets of each
-``--sizes`` (seed 4321, references by LKH-3 through the solver adapters, as ``routing-gym solve --method lkh``
-computes them), and on the TSPLIB files of ``tests/data`` and ``benchmarks/instances`` (51-318 nodes, gaps to
+``--sizes`` (seed 4321, references by the solver adapters, as ``routing-gym solve`` computes them: LKH-3 for
+TSP, PyVRP for CVRP), and on the TSPLIB or CVRPLIB files of ``tests/data`` and ``benchmarks/instances`` (gaps to
 their published optima in the files' units)::
 
     python benchmarks/sizes.py --policy agents/weights/tsp20.pt agents/weights/tsp50.pt runs/mixed.pt
+    python benchmarks/sizes.py --problem cvrp --policy agents/weights/cvrp20.pt runs/cvrp-mixed.pt --sizes 20 50 100
 
 Policies are checkpoint or policy files (their ``meta`` names the size or sizes they were trained on).
 """
@@ -27,10 +28,15 @@ from routing_gym.problems import get_problem, tour_cost
 from real_instances import FOLDERS, REFERENCES
 
 
-def generated_gaps(policies: dict, n: int, count: int, seconds: float) -> dict[str, tuple[float, float]]:
-    problem = get_problem("tsp")
+SOLVERS = {"tsp": "lkh", "cvrp": "pyvrp"}  # the reference of each problem's generated sets
+SUFFIXES = {"tsp": ".tsp", "cvrp": ".vrp"}  # its real files
+LIBRARIES = {"tsp": "TSPLIB", "cvrp": "CVRPLIB"}
+
+
+def generated_gaps(policies: dict, name: str, n: int, count: int, seconds: float) -> dict[str, tuple[float, float]]:
+    problem = get_problem(name)
     instances = problem.generate(count, n, generator=torch.Generator().manual_seed(4321))
-    ref = solve(problem, instances, "lkh", seconds, progress=False, seed=4321).cost.double()
+    ref = solve(problem, instances, SOLVERS[name], seconds, progress=False, seed=4321).cost.double()
     out = {}
     for name, policy in policies.items():
         gaps = []
@@ -41,22 +47,24 @@ def generated_gaps(policies: dict, n: int, count: int, seconds: float) -> dict[s
     return out
 
 
-def tsplib_gaps(policies: dict) -> dict[str, tuple[float, float]]:
-    problem = get_problem("tsp")
+def real_gaps(policies: dict, name: str) -> tuple[dict[str, tuple[float, float]], int, str]:
+    """Mean gaps (greedy, greedy x 8) per policy on the problem's real files, their count and size range."""
+    problem = get_problem(name)
     reals, seen = [], set()
     for folder in FOLDERS:
-        for path in sorted(folder.glob("*.tsp")):
+        for path in sorted(folder.glob(f"*{SUFFIXES[name]}")):
             if path.name not in seen:
                 seen.add(path.name)
                 real = tsplib.load(path, table=REFERENCES)
                 if real.reference is not None:
                     reals.append(real)
     out = {}
-    for name, policy in policies.items():
+    for key, policy in policies.items():
         gaps = [[tsplib.gap(real, tsplib.cost(real, greedy(policy, problem, real.instance, augment=a).tours))
                  for real in reals] for a in (1, 8)]
-        out[name] = tuple(sum(g) / len(g) for g in gaps)
-    return out, len(reals)
+        out[key] = tuple(sum(g) / len(g) for g in gaps)
+    sizes = [problem.size_of(real.instance) for real in reals]
+    return out, len(reals), f"{min(sizes)}-{max(sizes)} {'customers' if problem.has_depot else 'nodes'}"
 
 
 def trained_sizes(policy_file: str) -> str:
@@ -71,18 +79,21 @@ def trained_sizes(policy_file: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--policy", nargs="+", required=True, help="TSP policy or checkpoint files")
+    ap.add_argument("--problem", default="tsp", choices=sorted(SOLVERS))
+    ap.add_argument("--policy", nargs="+", required=True, help="policy or checkpoint files of the problem")
     ap.add_argument("--sizes", type=int, nargs="+", default=[20, 50, 100, 200])
     ap.add_argument("--count", type=int, default=1000, help="instances per generated set")
-    ap.add_argument("--lkh-seconds", type=float, default=0.1, help="LKH-3's seconds per instance")
+    ap.add_argument("--ref-seconds", type=float, default=0.1, help="the reference solver's seconds per instance")
     args = ap.parse_args()
     torch.set_num_threads(1)
     policies = {path: load_policy_file(path).eval() for path in args.policy}
     began = time.perf_counter()
-    columns = {f"TSP-{n} ({args.count}, seed 4321)": generated_gaps(policies, n, args.count, args.lkh_seconds)
+    label = args.problem.upper()
+    columns = {f"{label}-{n} ({args.count}, seed 4321)": generated_gaps(policies, args.problem, n, args.count,
+                                                                          args.ref_seconds)
                for n in args.sizes}
-    real, files = tsplib_gaps(policies)
-    columns[f"TSPLIB ({files} files, 51-318 nodes)"] = real
+    real, files, span = real_gaps(policies, args.problem)
+    columns[f"{LIBRARIES[args.problem]} ({files} files, {span})"] = real
     print(f"Mean gap, greedy / greedy x 8, one thread ({time.perf_counter() - began:.0f} s)\n")
     print(f"| policy | trained on n = | {' | '.join(columns)} |\n|---|---|{'---|' * len(columns)}")
     for name in policies:
