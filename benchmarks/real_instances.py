@@ -71,21 +71,30 @@ def set_of(name: str, problem: str) -> str:
     return "TSPLIB" if problem == "tsp" else "CVRPLIB X" if name.startswith("X-") else "CVRPLIB A/B/E/P"
 
 
-def real_rows(time_limit: float, sets: list[str]) -> list[tuple]:
-    """(set, name, gaps of NN + 2-opt / construction / pipeline, seconds) per real instance file of ``sets``."""
-    rows, seen = [], set()
+def real_files():
+    """``(path, real)`` of each TSPLIB / CVRPLIB file of :data:`FOLDERS` with a reference (a name once: the first
+    folder's copy), loaded by :func:`routing_gym.tsplib.load`."""
+    seen = set()
     for folder in FOLDERS:
         for path in sorted(folder.glob("*.tsp")) + sorted(folder.glob("*.vrp")):
             if path.name in seen:
                 continue
             seen.add(path.name)
             real = tsplib.load(path, table=REFERENCES)
-            if real.reference is None or set_of(real.name, real.problem) not in sets:
-                continue
-            out = pieces(get_problem(real.problem), real.instance, time_limit)
-            gaps = [NAN if tours is None else tsplib.gap(real, tsplib.cost(real, tours)) for tours in out[:4]]
-            fleet = f"{count_routes(out[3])} ({tsplib.fleet_size(path)})" if real.problem == "cvrp" else "-"
-            rows.append((set_of(real.name, real.problem), real.name, *gaps, out[4], fleet))
+            if real.reference is not None:
+                yield path, real
+
+
+def real_rows(time_limit: float, sets: list[str]) -> list[tuple]:
+    """(set, name, gaps of NN + 2-opt / construction / pipeline, seconds) per real instance file of ``sets``."""
+    rows = []
+    for path, real in real_files():
+        if set_of(real.name, real.problem) not in sets:
+            continue
+        out = pieces(get_problem(real.problem), real.instance, time_limit)
+        gaps = [NAN if tours is None else tsplib.gap(real, tsplib.cost(real, tours)) for tours in out[:4]]
+        fleet = f"{count_routes(out[3])} ({tsplib.fleet_size(path)})" if real.problem == "cvrp" else "-"
+        rows.append((set_of(real.name, real.problem), real.name, *gaps, out[4], fleet))
     return rows
 
 

@@ -2,7 +2,7 @@
 
 A model trained on uniform instances of n nodes in the unit square sees, at another size, another density
 (n per unit area) and another episode length. For each policy given, this prints the mean greedy gap (and
-greedy x 8, the best of the unit square's 8 symmetric copies) on seeded uniform TSP sets of each
+greedy x 8, the best of the unit square's 8 symmetric copies) on seeded uniform sets of the problem of each
 ``--sizes`` (seed 4321, references by the solver adapters, as ``routing-gym solve`` computes them: LKH-3 for
 TSP, PyVRP for CVRP), and on the TSPLIB or CVRPLIB files of ``tests/data`` and ``benchmarks/instances`` (gaps to
 their published optima in the files' units)::
@@ -25,39 +25,27 @@ from agents.references.solvers import solve
 from routing_gym import tsplib
 from routing_gym.problems import get_problem, tour_cost
 
-from real_instances import FOLDERS, REFERENCES
-
-
-SOLVERS = {"tsp": "lkh", "cvrp": "pyvrp"}  # the reference of each problem's generated sets
-SUFFIXES = {"tsp": ".tsp", "cvrp": ".vrp"}  # its real files
-LIBRARIES = {"tsp": "TSPLIB", "cvrp": "CVRPLIB"}
+from real_instances import REFERENCE, real_files
 
 
 def generated_gaps(policies: dict, name: str, n: int, count: int, seconds: float) -> dict[str, tuple[float, float]]:
     problem = get_problem(name)
     instances = problem.generate(count, n, generator=torch.Generator().manual_seed(4321))
-    ref = solve(problem, instances, SOLVERS[name], seconds, progress=False, seed=4321).cost.double()
+    ref = solve(problem, instances, REFERENCE[name][0], seconds, progress=False, seed=4321).cost.double()
     out = {}
-    for name, policy in policies.items():
+    for key, policy in policies.items():
         gaps = []
         for augment in (1, 8):
             tours = greedy(policy, problem, instances, augment=augment, batch_size=250).tours
             gaps.append(100 * float(((tour_cost(problem, instances, tours) - ref) / ref).mean()))
-        out[name] = tuple(gaps)
+        out[key] = tuple(gaps)
     return out
 
 
 def real_gaps(policies: dict, name: str) -> tuple[dict[str, tuple[float, float]], int, str]:
     """Mean gaps (greedy, greedy x 8) per policy on the problem's real files, their count and size range."""
     problem = get_problem(name)
-    reals, seen = [], set()
-    for folder in FOLDERS:
-        for path in sorted(folder.glob(f"*{SUFFIXES[name]}")):
-            if path.name not in seen:
-                seen.add(path.name)
-                real = tsplib.load(path, table=REFERENCES)
-                if real.reference is not None:
-                    reals.append(real)
+    reals = [real for _, real in real_files() if real.problem == name]
     out = {}
     for key, policy in policies.items():
         gaps = [[tsplib.gap(real, tsplib.cost(real, greedy(policy, problem, real.instance, augment=a).tours))
@@ -79,7 +67,7 @@ def trained_sizes(policy_file: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--problem", default="tsp", choices=sorted(SOLVERS))
+    ap.add_argument("--problem", default="tsp", choices=sorted(REFERENCE))
     ap.add_argument("--policy", nargs="+", required=True, help="policy or checkpoint files of the problem")
     ap.add_argument("--sizes", type=int, nargs="+", default=[20, 50, 100, 200])
     ap.add_argument("--count", type=int, default=1000, help="instances per generated set")
@@ -93,7 +81,7 @@ def main() -> None:
                                                                           args.ref_seconds)
                for n in args.sizes}
     real, files, span = real_gaps(policies, args.problem)
-    columns[f"{LIBRARIES[args.problem]} ({files} files, {span})"] = real
+    columns[f"{'TSPLIB' if args.problem == 'tsp' else 'CVRPLIB'} ({files} files, {span})"] = real
     print(f"Mean gap, greedy / greedy x 8, one thread ({time.perf_counter() - began:.0f} s)\n")
     print(f"| policy | trained on n = | {' | '.join(columns)} |\n|---|---|{'---|' * len(columns)}")
     for name in policies:

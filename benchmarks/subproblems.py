@@ -34,7 +34,7 @@ from agents.references.solvers import solve
 from routing_gym import tsplib
 from routing_gym.problems import get_problem, tour_cost
 
-from real_instances import FOLDERS, REFERENCES, set_of
+from real_instances import real_files, set_of
 
 
 def decodings(policy, problem, instances, sizes: list[int]) -> list[tuple[torch.Tensor, float]]:
@@ -53,18 +53,13 @@ def decodings(policy, problem, instances, sizes: list[int]) -> list[tuple[torch.
 
 
 def real_rows(policy, problem, sizes: list[int]) -> list[tuple[str, str, list[float], list[float]]]:
-    rows, seen = [], set()
-    for folder in FOLDERS:
-        for path in sorted(folder.glob("*.vrp")):
-            if path.name in seen:
-                continue
-            seen.add(path.name)
-            real = tsplib.load(path, table=REFERENCES)
-            if real.reference is None or real.problem != "cvrp":
-                continue
-            out = decodings(policy, problem, real.instance, sizes)
-            gaps = [tsplib.gap(real, tsplib.cost(real, tours)) for tours, _ in out]
-            rows.append((set_of(real.name, real.problem), real.name, gaps, [s for _, s in out]))
+    rows = []
+    for _, real in real_files():
+        if real.problem != "cvrp":
+            continue
+        out = decodings(policy, problem, real.instance, sizes)
+        gaps = [tsplib.gap(real, tsplib.cost(real, tours)) for tours, _ in out]
+        rows.append((set_of(real.name, real.problem), real.name, gaps, [s for _, s in out]))
     return rows
 
 
