@@ -57,8 +57,9 @@ NORMALIZATIONS = ("batch", "instance")
 # rows (instances x nodes) the encoder runs at once on the CPU outside batch-normalised training. Whole,
 # 1,000 TSP-50 instances make (50,000, 512) feed-forward activations of 100 MB, fresh memory from the
 # system (page faults) at every layer; in chunks the allocator reuses the same few MB: the encoder of a
-# fresh process 1.38 -> 1.02 s (one thread; 16 to 128 instances a chunk measure alike). With glibc's
-# mmap turned off (MALLOC_MMAP_THRESHOLD_) whole and chunked measure alike: the gain is the allocation.
+# fresh process 1.38 -> 1.02 s (one thread, a training job on the other core; 16 to 128 instances a chunk
+# measure alike). With glibc's mmap turned off (MALLOC_MMAP_THRESHOLD_) whole and chunked measure alike: the
+# gain is the allocation.
 CPU_ENCODER_ROWS = 2048
 
 
@@ -328,8 +329,8 @@ class AttentionModel(nn.Module):
         """Node embeddings (B, N, D): initial embedding, then the encoder layers (with the distance
         bias when configured)."""
         h = self.init_embedding(obs)  # (B, N, D)
-        weights = get_problem(self.config.problem).policy.edge_weights
-        dist = obs[weights] if weights else pairwise_distances(obs["locs"]) if biased(self.config) else None  # (B, N, N)
+        dist = obs[self.edge_weights] if self.edge_weights else pairwise_distances(obs["locs"]) \
+            if biased(self.config) else None  # (B, N, N)
         b, n, _ = h.shape
         step = max(1, CPU_ENCODER_ROWS // n)
         if h.device.type != "cpu" or b <= step or (self.training and self.config.normalization == "batch"):
