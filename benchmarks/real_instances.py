@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 
 from agents.apps.commands.decoding import count_routes
+from agents.apps.commands.eval_files import fleet_of
 from agents.references.pipeline import best, capacity_routes, construction, heuristic_start, savings_start
 from agents.policies.pretrained import load_pretrained, nearest_pretrained_size
 from agents.references.solvers import solve
@@ -49,16 +50,17 @@ GENERATED = {"tsp": "TSP", "cvrp": "CVRP"}  # the generated sets, by problem
 SETS = ("TSPLIB", "CVRPLIB A/B/E/P", "CVRPLIB X", *GENERATED.values())
 
 
-def pieces(problem, instances, time_limit: float):
+def pieces(problem, instances, time_limit: float, fleet=None):
     """(NN + 2-opt tours, savings tours (None where they do not apply), construction tours, pipeline tours,
-    pipeline seconds per instance) of a batch."""
+    pipeline seconds per instance) of a batch; the pipeline keeps to ``fleet`` (B,) routes where given, as
+    ``routing-gym eval --decode best`` runs a CVRPLIB file with its k."""
     policy = load_pretrained(problem.name, nearest_pretrained_size(problem.name, problem.size_of(instances)))
     b = instances[0].shape[0]
     start = heuristic_start(problem, instances)
     saved = savings_start(problem, instances)[1] if capacity_routes(problem, instances) else None
     built = construction(policy, problem, instances, time.monotonic() + SHARE * time_limit * b)[1]
     began = time.perf_counter()
-    found = best(policy, problem, instances, time_limit)
+    found = best(policy, problem, instances, time_limit, fleet=fleet)
     return start, saved, built, found.tours, (time.perf_counter() - began) / b
 
 
@@ -91,7 +93,10 @@ def real_rows(time_limit: float, sets: list[str]) -> list[tuple]:
     for path, real in real_files():
         if set_of(real.name, real.problem) not in sets:
             continue
-        out = pieces(get_problem(real.problem), real.instance, time_limit)
+        # k for A/B/E/P, as routing-gym eval gives it; X's rows are those of --no-fleet (the issue's table reports
+        # their routes against the k in their names)
+        fleet = fleet_of(real) if set_of(real.name, real.problem) == "CVRPLIB A/B/E/P" else None
+        out = pieces(get_problem(real.problem), real.instance, time_limit, fleet and fleet.num_vehicles.long())
         gaps = [NAN if tours is None else tsplib.gap(real, tsplib.cost(real, tours)) for tours in out[:4]]
         fleet = f"{count_routes(out[3])} ({tsplib.fleet_size(path)})" if real.problem == "cvrp" else "-"
         rows.append((set_of(real.name, real.problem), real.name, *gaps, out[4], fleet))

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from agents.inference.local_search import improve, two_opt
-from agents.references.pipeline import (START_SLACK, best, construction, double_bridge, ruin_recreate,
-                                       savings_start, search_starts)
+from agents.references.pipeline import (START_SLACK, best, construction, double_bridge, eliminate_routes,
+                                       route_counts, route_lists, ruin_recreate, savings_start, search_starts,
+                                       within_fleet)
 from agents.inference.search import decode
 from agents.policies.pretrained import load_pretrained
 from agents.references.heuristics import construct, improve_routes, nearest_neighbour_tsp
@@ -175,40 +176,95 @@ def test_eval__best_csv_rows_of_real_instances_recost_to_the_printed_cost(tmp_pa
         assert 0 < float(row["seconds"]) < 0.2 + 2.0
 
 
-def test_eval__best_keeps_to_its_time_limit_without_a_second_decoding_under_the_fleet(monkeypatch, capsys):
+def test_eval__best_keeps_to_the_fleet_in_one_run_within_its_time_limit(monkeypatch, capsys):
     """Other decodings of a CVRPLIB file with more routes than its k are decoded again under the fixed fleet;
-    --decode best is not (that would take its time limit twice), nor sectors (plain CVRP sub-problems)."""
+    --decode best runs once, given k (that would take its time limit twice), sectors once without it (plain
+    CVRP sub-problems)."""
     pytest.importorskip("vrplib")
     from agents.apps.cli import main
     from agents.apps.commands import eval_files
 
     decoded = []
     real_decode = eval_files.decode_with
-    monkeypatch.setattr(eval_files, "decode_with", lambda args, policy, problem, *rest: decoded.append(problem.name)
-                        or real_decode(args, policy, problem, *rest))
+
+    def decode_with(args, policy, problem, instances, options, fleet=None):
+        decoded.append((problem.name, None if fleet is None else fleet.tolist()))
+        return real_decode(args, policy, problem, instances, options, fleet)
+
+    monkeypatch.setattr(eval_files, "decode_with", decode_with)
     monkeypatch.setattr(eval_files, "count_routes", lambda tours: 99)  # more than any k
-    for decode in ("greedy", "best", "sectors"):
+    expected = {"greedy": [("cvrp", None), ("cvrpmvc", None)], "best": [("cvrp", [4])], "sectors": [("cvrp", None)]}
+    for decode, calls in expected.items():
         decoded.clear()
         assert main(["eval", "--instances", str(DATA / "E-n22-k4.vrp"), "--policy", "pretrained", "--decode", decode,
                      "--time-limit", "0.05", "--no-progress"]) == 0
-        assert decoded == (["cvrp", "cvrpmvc"] if decode == "greedy" else ["cvrp"])
-    assert "or --decode best or sectors was given" in capsys.readouterr().out
+        assert decoded == calls
+    assert "or --decode sectors was given" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", ["tsp", "cvrp"])
-def test_eval__best_csv_rows_of_generated_instances_recost_with_tour_cost(tmp_path, capsys, name):
-    from agents.apps.cli import main
+def fleet_case(seed=5, n=40, batch=6):
+    """CVRP instances and their savings routes, with a fleet of one route fewer than the savings use, or the
+    fewest the total demand allows (here 3 of the 6 have a route to eliminate, and all can)."""
+    problem = get_problem("cvrp")
+    inst = instances(problem, batch, n, seed=seed)
+    tours = savings_start(problem, inst)[1]
+    least = inst.demand.double().sum(dim=1).ceil().long()
+    return problem, inst, tours, torch.maximum(route_counts(tours) - 1, least)
 
-    out = tmp_path / "rows.csv"
-    assert main(["eval", "--problem", name, "--num-nodes", "20", "--num-instances", "3", "--policy", "pretrained",
-                 "--decode", "best", "--time-limit", "0.05", "--csv", str(out), "--no-progress"]) == 0
-    mean = float(capsys.readouterr().out.split("mean cost ")[1].split()[0])
-    rows = read_csv(out)
-    assert [r["name"] for r in rows] == ["0", "1", "2"]
-    problem = get_problem(name)
-    inst = instances(problem, 3, 20, seed=4321)
-    for i, row in enumerate(rows):
-        tour = [int(t) for t in row["tour"].split()] + ([0] if problem.has_depot else [])
-        recost = float(tour_cost(problem, type(inst)(*(f[i:i + 1] for f in inst)), torch.tensor([tour]))[0])
-        assert recost == pytest.approx(float(row["cost"]), rel=1e-9)
-    assert sum(float(r["cost"]) for r in rows) / 3 == pytest.approx(mean, abs=1e-4)
+
+def check_routes(problem, inst, tours, fleet):
+    """Every customer once, every load within the capacity (the unit's replay), at most ``fleet`` routes."""
+    n = inst.locs.shape[1]
+    served = tours.sort(dim=1).values
+    assert (served[:, -(n - 1):] == torch.arange(1, n)).all() and (served[:, :-(n - 1)] == 0).all()
+    assert torch.isfinite(tour_cost(problem, inst, tours)).all()
+    assert (route_counts(tours) <= fleet).all()
+
+
+def test_pipeline__route_elimination_puts_the_routes_on_the_fleet_or_says_it_could_not():
+    import random
+
+    from agents.inference.local_search import distances
+
+    problem, inst, tours, fleet = fleet_case()
+    assert (route_counts(tours) > fleet).any()  # the case has routes to eliminate
+    found = []
+    for row in range(len(fleet)):
+        routes = eliminate_routes(route_lists(tours[row].tolist()), inst.demand[row].double().tolist(),
+                                  distances(inst.locs[row:row + 1])[0].tolist(), int(fleet[row]), random.Random(0),
+                                  10_000)
+        assert routes is not None and len(routes) <= int(fleet[row])
+        found.append([v for r in routes for v in (*r, 0)])
+    width = max(map(len, found))
+    check_routes(problem, inst, torch.tensor([t + [0] * (width - len(t)) for t in found]), fleet)
+    # fewer routes than the demand needs: no way there, None (not a tour over capacity)
+    least = int(inst.demand[0].double().sum().ceil())
+    assert eliminate_routes(route_lists(tours[0].tolist()), inst.demand[0].double().tolist(),
+                            distances(inst.locs[:1])[0].tolist(), least - 1, random.Random(0), 10_000) is None
+
+
+def test_pipeline__ruin_and_recreate_within_a_fleet_opens_no_route_beyond_it():
+    problem, inst, tours, fleet = fleet_case()
+    cost, tours = within_fleet(problem, inst, tour_cost(problem, inst, tours), tours, fleet, float("inf"),
+                               torch.Generator().manual_seed(0))
+    check_routes(problem, inst, tours, fleet)
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        kicked, kicked_cost = ruin_recreate(problem, inst, tours, cost, generator, fleet)
+        torch.testing.assert_close(tour_cost(problem, inst, kicked), kicked_cost)
+        check_routes(problem, inst, kicked, fleet)
+
+
+def test_pipeline__keeps_to_a_fleet_it_is_given(monkeypatch):
+    """Given a fleet, the pipeline's tours keep to it: those of its first search (here the savings routes, so
+    that the routes to eliminate do not hang on the machine's speed) are put on the fleet, and the iterated
+    search from there opens no route beyond it."""
+    from agents.references import pipeline
+
+    problem, inst, tours, fleet = fleet_case()
+    monkeypatch.setattr(pipeline, "search_starts",
+                        lambda problem, inst, starts, deadline: (tour_cost(problem, inst, tours), tours))
+    found = best(None, problem, inst, 0.3, fleet=fleet)
+    check_routes(problem, inst, found.tours, fleet)
+    torch.testing.assert_close(found.cost, tour_cost(problem, inst, found.tours))
+    assert (found.cost < found.searched).any()  # the iterated search ran

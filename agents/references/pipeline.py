@@ -28,6 +28,8 @@ heuristic start. External solvers are references elsewhere, never a piece of thi
 """
 from __future__ import annotations
 
+import itertools
+import random
 import time
 from typing import NamedTuple
 
@@ -49,6 +51,8 @@ RUINED = (5, 15)  # customers a radial ruin takes out, at least and at most
 ROUTE_RUINS = 0.5  # the share of ruins that take out the customers of the least loaded route instead
 SHAPES = (0.6, 0.8, 1.0, 1.2, 1.4, 1.6)  # route-shape parameters of the savings start, one copy of an instance each
 START_SLACK = 0.05  # local search starts from every start within this fraction of an instance's cheapest
+FLEET_GRACE = 0.1  # route elimination may run this share of the time limit past the search's deadline
+ELIMINATION_STEPS = 100  # insertions per node that route elimination may make on an instance
 
 
 class Found(NamedTuple):
@@ -96,6 +100,113 @@ def savings_start(problem, instances) -> tuple[Tensor, Tensor]:
     cost, ok, _ = replay(problem, copies, tours)
     cost, pick = cost.masked_fill(~ok, float("inf")).view(b, s).min(dim=1)
     return cost, tours.view(b, s, -1)[torch.arange(b), pick]
+
+
+def route_lists(tour: list[int]) -> list[list[int]]:
+    """The routes (customer lists, none empty) of a tour in the env's action format (depot 0 between routes,
+    padded with 0)."""
+    routes, route = [], []
+    for node in tour:
+        if node == 0:
+            if route:
+                routes.append(route)
+            route = []
+        else:
+            route.append(node)
+    return routes + [route] if route else routes
+
+
+def eliminate_routes(routes: list[list[int]], demand: list[float], dist, k: int, rng: random.Random,
+                     steps: int, deadline: float = float("inf"), pool: list[int] | None = None) -> list[list[int]] | None:
+    """``routes`` (customer lists of one instance, loads within 1) and the customers of ``pool`` (none by
+    default) as at most ``k`` routes within capacity, or None where ``steps`` insertions or the time until
+    ``deadline`` (``time.monotonic()``) did not get there. Route minimisation by an ejection pool (Nagata &
+    Bräysy 2009, "A powerful route minimization heuristic for the vehicle routing problem with time windows"):
+    while there are more than ``k`` routes the least loaded one is taken out into the pool, and the pool's
+    customers are put back one at a time, each at its cheapest position in a route where it fits; where it fits
+    in none, it goes in at the cheapest position of a route from which one or two customers are taken out to
+    make room, those whose counts of failed insertions sum least (each customer's count grows when it found no
+    room, so the pool does not cycle), and they join the pool. ``dist`` indexes as ``dist[a][b]``."""
+    routes = [list(r) for r in routes if r]
+    pool = list(pool or [])
+    rng.shuffle(pool)
+    failed = [0] * len(demand)
+
+    def load(route):
+        return sum(demand[v] for v in route)
+
+    def cheapest(route, v):
+        """(added length, position) of ``v``'s cheapest insertion in ``route``."""
+        nodes = [0, *route, 0]
+        return min((dist[a][v] + dist[v][b] - dist[a][b], i) for i, (a, b) in enumerate(zip(nodes, nodes[1:])))
+
+    while pool or len(routes) > k:
+        if not pool:
+            routes.sort(key=load)
+            pool = routes.pop(0)
+            rng.shuffle(pool)
+        if steps == 0 or time.monotonic() > deadline:
+            return None
+        steps -= 1
+        v = pool.pop()
+        room = [(cheapest(r, v), j) for j, r in enumerate(routes) if load(r) + demand[v] <= 1 + LOAD_TOLERANCE]
+        if not room and len(routes) < k:
+            routes.append([v])
+            continue
+        if room:
+            (_, at), j = min(room)
+            routes[j].insert(at, v)
+            continue
+        failed[v] += 1
+        options = []
+        for j, r in enumerate(routes):
+            spare = 1 + LOAD_TOLERANCE - load(r) - demand[v]  # < 0: what must come out
+            for out in [(a,) for a in range(len(r))] + list(itertools.combinations(range(len(r)), 2)):
+                if sum(demand[r[a]] for a in out) >= -spare:
+                    rest = [u for a, u in enumerate(r) if a not in out]
+                    options.append((sum(failed[r[a]] for a in out), cheapest(rest, v)[0], rng.random(), j, out))
+        if not options:
+            return None
+        *_, j, out = min(options)
+        pool.extend(routes[j][a] for a in out)
+        routes[j] = [u for a, u in enumerate(routes[j]) if a not in out]
+        routes[j].insert(cheapest(routes[j], v)[1], v)
+    return routes
+
+
+def route_counts(tours: Tensor) -> Tensor:
+    """(B,) int64 routes (none empty) of tours (B, S) in the env's action format."""
+    seq = with_depot(tours)
+    return ((seq[:, 1:] == 0) & (seq[:, :-1] != 0)).sum(dim=1) + (seq[:, -1] != 0).long()
+
+
+def within_fleet(problem, instances, cost: Tensor, tours: Tensor, fleet: Tensor, deadline: float,
+                 generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """``(cost (B,), tours (B, S))``: the tours with more routes than ``fleet`` (B,) on at most that many
+    (:func:`eliminate_routes`, one instance at a time, until ``deadline``), replayed through the unit; a row
+    that does not get there (or whose result the unit refuses) keeps its tour."""
+    over = (route_counts(tours) > fleet).nonzero().flatten().tolist()
+    if not over:
+        return cost, tours
+    demand, locs = instances.demand.double(), instances.locs
+    rng = random.Random(int(torch.randint(2**31, (), generator=generator)))
+    found = {}
+    for row in over:
+        d = distances(locs[row:row + 1])[0].tolist()
+        kept = eliminate_routes(route_lists(tours[row].tolist()), demand[row].tolist(), d, int(fleet[row]), rng,
+                                ELIMINATION_STEPS * len(d), deadline)
+        if kept is not None:
+            found[row] = [v for r in kept for v in (*r, 0)]
+    if not found:
+        return cost, tours
+    rows = torch.tensor(list(found), device=tours.device)
+    width = max(len(t) for t in found.values())
+    new = torch.tensor([t + [0] * (width - len(t)) for t in found.values()], device=tours.device)
+    new_cost, ok, _ = replay(problem, select_rows(instances, rows), new)
+    rows, new, new_cost = rows[ok], new[ok], new_cost[ok]
+    width = max(width, tours.shape[1])
+    tours = pad_like(tours, width, True).index_copy(0, rows, pad_like(new, width, True))
+    return cost.index_copy(0, rows, new_cost), tours
 
 
 def cheaper(problem, cost: Tensor, tours: Tensor, new_cost: Tensor, new_tours: Tensor) -> tuple[Tensor, Tensor]:
@@ -189,14 +300,17 @@ def route_loads(seq: Tensor, demand: Tensor) -> tuple[Tensor, Tensor]:
     return route, torch.zeros_like(demand[:, :1]).expand_as(seq).scatter_add(1, route, demand.gather(1, seq))
 
 
-def ruin_recreate(problem, instances, tours: Tensor, cost: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+def ruin_recreate(problem, instances, tours: Tensor, cost: Tensor, generator: torch.Generator,
+                  fleet: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """``(tours (R, S'), cost (R,))``: routes ``tours`` (R, S) of a unit with :func:`capacity_routes` (``cost``
     their costs) with some customers taken out and put back one at a
     time, in random order, each where it adds least length and its route's load fits (a route of its own where
     none fits); the customers taken out: on :data:`ROUTE_RUINS` of the rows those of the least loaded route (so
     that a route may go), on the others those nearest a random customer (:data:`RUINED`, it included). Rows
     whose result does not replay through the unit keep their tour and cost. Schrimpf et al. (2000)'s ruin and
-    recreate with best insertion."""
+    recreate with best insertion. With a ``fleet`` (R,) of routes per row, :func:`fleet_ruin_recreate` instead."""
+    if fleet is not None:
+        return fleet_ruin_recreate(problem, instances, tours, cost, generator, fleet)
     locs, demand = instances.locs, instances.demand.double()
     r, n = locs.shape[:2]
     dev = tours.device
@@ -234,11 +348,44 @@ def ruin_recreate(problem, instances, tours: Tensor, cost: Tensor, generator: to
             torch.where(ok, kicked_cost, cost))
 
 
+def fleet_ruin_recreate(problem, instances, tours: Tensor, cost: Tensor, generator: torch.Generator,
+                        fleet: Tensor) -> tuple[Tensor, Tensor]:
+    """:func:`ruin_recreate` within a fleet of routes, ``fleet`` (R,) a row: the same ruins (the least loaded route
+    on :data:`ROUTE_RUINS` of the rows, else the customers nearest a random one), the customers put back by
+    :func:`eliminate_routes`, which opens no route beyond the fleet (it takes customers out of a route to make
+    room instead; a row keeps its tour where that does not get there). One row at a time (a loop in Python:
+    the rows with a fleet are real instances, a few at a time)."""
+    rng = random.Random(int(torch.randint(2**31, (), generator=generator)))
+    demand, dist = instances.demand.double().tolist(), distances(instances.locs).tolist()
+    fleet = fleet.tolist()
+    found = []
+    for row, tour in enumerate(tours.tolist()):
+        routes, d, n = route_lists(tour), dist[row], len(dist[row])
+        if rng.random() < ROUTE_RUINS:
+            routes.sort(key=lambda r: sum(demand[row][v] for v in r))
+            out = routes.pop(0)
+        else:
+            seed = rng.randrange(1, n)
+            out = sorted(range(1, n), key=lambda v: d[seed][v])[:min(n - 1, rng.randint(*RUINED))]
+            taken = set(out)
+            routes = [[v for v in r if v not in taken] for r in routes]
+        kept = eliminate_routes(routes, demand[row], d, fleet[row], rng, ELIMINATION_STEPS * n, pool=out)
+        found.append(tour if kept is None else [v for r in kept for v in (*r, 0)])
+    width = max(len(t) for t in found)
+    kicked = torch.tensor([t + [0] * (width - len(t)) for t in found], device=tours.device)
+    kicked_cost, ok, _ = replay(problem, instances, kicked)
+    width = max(kicked.shape[1], tours.shape[1])
+    return (torch.where(ok[:, None], pad_like(kicked, width, True), pad_like(tours, width, True)),
+            torch.where(ok, kicked_cost, cost))
+
+
 def perturbation_search(problem, instances, cost: Tensor, tours: Tensor, deadline: float, copies: int,
-                        generator: torch.Generator, first_round: float = 0.0) -> tuple[Tensor, Tensor]:
+                        generator: torch.Generator, first_round: float = 0.0,
+                        fleet: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Iterated local search until ``deadline``: rounds of ``copies`` perturbed copies of each instance's best
     tour (closed tours (B, N): :func:`double_bridge`; routes with :func:`capacity_routes`: :func:`ruin_recreate`),
-    searched by ``improve``; the cheapest kept where it is cheaper."""
+    searched by ``improve``; the cheapest kept where it is cheaper (and, with a ``fleet`` (B,), has at most that
+    many routes)."""
     b = tours.shape[0]
     rows = torch.arange(b, device=tours.device).repeat_interleave(copies)
     many = select_rows(instances, rows)
@@ -247,9 +394,12 @@ def perturbation_search(problem, instances, cost: Tensor, tours: Tensor, deadlin
         if closed_tour(problem):
             kicked, known = double_bridge(tours[rows], generator), None
         else:  # its replay costs the copies
-            kicked, known = ruin_recreate(problem, many, tours[rows], cost[rows], generator)
+            kicked, known = ruin_recreate(problem, many, tours[rows], cost[rows], generator,
+                                          None if fleet is None else fleet[rows])
         found, found_cost = improve(problem, many, kicked, time_limit=max(0.0, deadline - time.monotonic()),
                                     cost=known)
+        if fleet is not None:  # a move of the search may open a route
+            found_cost = found_cost.masked_fill(route_counts(found) > fleet[rows], float("inf"))
         found_cost, pick = found_cost.view(b, copies).min(dim=1)
         found = found.view(b, copies, -1)[torch.arange(b), pick]
         cost, tours = cheaper(problem, cost, tours, found_cost, found)
@@ -259,7 +409,7 @@ def perturbation_search(problem, instances, cost: Tensor, tours: Tensor, deadlin
 @torch.no_grad()
 def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, augment: int = NUM_AUGMENTATIONS,
          construction_share: float = 0.3, perturbations: int = 8, batch_size: int = 1000,
-         generator: torch.Generator | None = None) -> Found:
+         generator: torch.Generator | None = None, fleet: Tensor | None = None) -> Found:
     """The cheapest feasible tour of each instance found in about ``time_limit`` seconds per instance (see the
     module docstring).
 
@@ -275,6 +425,10 @@ def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, 
             first may start.
         perturbations: perturbed copies per instance and round of iterated local search (TSP).
         batch_size: rows decoded at a time. generator: the perturbations' randomness (default: seed 0).
+        fleet: (B,) the most routes of each instance (CVRPLIB's k), for routes with :func:`capacity_routes`:
+            after the local search from the starts, tours with more routes are put on that many
+            (:func:`within_fleet`), and the iterated local search keeps to that many from there (where the
+            elimination did not get there, to the routes the tour has).
 
     Returns:
         :class:`Found`: the tours (never worse than the construction nor than the heuristic start) and the
@@ -299,10 +453,17 @@ def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, 
     searching = time.monotonic()
     cost, tours = search_starts(problem, instances, starts, deadline)
     searched = cost.clone()
+    if fleet is not None:
+        fleet = fleet.to(tours.device).long()
+        if not capacity_routes(problem, instances):
+            raise ValueError(f"fleet: {problem.name} has no capacity routes to keep to a fleet")
+        cost, tours = within_fleet(problem, instances, cost, tours, fleet, deadline + FLEET_GRACE * time_limit,
+                                   generator)
+        fleet = torch.where(route_counts(tours) > fleet, problem.n_total_of(instances), fleet)
     perturbed = closed_tour(problem) and tours.shape[1] >= MIN_PERTURBED or capacity_routes(problem, instances)
     if perturbed and perturbations > 0:
         cost, tours = perturbation_search(problem, instances, cost, tours, deadline, perturbations, generator,
-                                          first_round=time.monotonic() - searching)
+                                          first_round=time.monotonic() - searching, fleet=fleet)
     cost, ok, _ = replay(problem, instances, tours)
     if not bool(ok.all()):  # never expected: improve replays every move it keeps
         raise RuntimeError("the pipeline produced an infeasible tour")

@@ -31,14 +31,15 @@ def sectors_size(args, n: int, problem: str) -> int:
     return nearest_pretrained_size(problem, min(n, *args.sector_sizes))
 
 
-def decode_with(args, policy, problem, instances, options):
+def decode_with(args, policy, problem, instances, options, fleet=None):
     """``--decode``'s tours of a batch: :func:`agents.inference.search.decode`, for ``best`` the pipeline of
-    :mod:`agents.references.pipeline` with ``--time-limit`` seconds per instance, for ``sectors`` the
-    sub-problems of :mod:`agents.inference.subproblems` (``.cost``, ``.tours`` in every case)."""
+    :mod:`agents.references.pipeline` with ``--time-limit`` seconds per instance (and the most routes per
+    instance, ``fleet`` (B,), where given), for ``sectors`` the sub-problems of :mod:`agents.inference.subproblems`
+    (``.cost``, ``.tours`` in every case)."""
     if args.decode == "best":
         from ...references.pipeline import best
 
-        return best(policy, problem, instances, args.time_limit, batch_size=args.batch_size)
+        return best(policy, problem, instances, args.time_limit, batch_size=args.batch_size, fleet=fleet)
     if args.decode == "sectors":
         from ...inference.subproblems import sector_decode
 

@@ -77,8 +77,8 @@ def add_decoding_args(e) -> None:
     e.add_argument("--no-fleet", action="store_true",
                    help="with --instances: CVRPLIB files whose name or COMMENT gives a fleet k (E-n51-k5) are decoded "
                    "again under the fixed-fleet CVRP (cvrpmvc) where the plain decoding used more than k routes, "
-                   "and those tours kept where they keep to k; unless this is given, or --decode best (which keeps "
-                   "to its --time-limit) or sectors")
+                   "and those tours kept where they keep to k (--decode best runs once, keeping to k where it can); "
+                   "unless this is given, or --decode sectors")
     e.add_argument("--reference-table", type=input_file,
                    help="with --instances: optimal/best-known costs by name (JSON, CSV, 'name value')")
     e.add_argument("--batch-size", type=positive_int, default=1000, help="rows decoded at a time")

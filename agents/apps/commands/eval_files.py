@@ -116,7 +116,7 @@ def note_fleets(rows: list[dict]) -> None:
         if r.get("vehicles") is not None and r["routes"] != r["vehicles"]:
             print(f"note: {r['name']}: {r['routes']} routes where its reference is for exactly k = {r['vehicles']} "
                   "vehicles (the decoding under the fixed fleet, cvrpmvc, could not keep to k either, or --no-fleet "
-                  "or --decode best or sectors was given), so its cost and gap are not those of a "
+                  "or --decode sectors was given), so its cost and gap are not those of a "
                   "k-vehicle solution (with more routes, a cost below a proven optimum is possible)")
 
 
@@ -131,8 +131,9 @@ class FileDecoder:
     """The ``tours(problem_name, instance)`` that :func:`routing_gym.tsplib.evaluate` calls on a file: the
     policy's tours under ``--decode``, each policy loaded once per problem and size. A CVRPLIB file with a
     fleet k whose plain decoding used more routes is decoded again under the fixed-fleet CVRP (cvrpmvc), whose
-    tours replace the plain ones where they keep to k routes; not with ``--decode best``, which keeps to its time
-    limit per instance, nor ``sectors``, whose sub-problems are plain CVRP instances.
+    tours replace the plain ones where they keep to k routes; ``--decode best`` runs once, given k (its pipeline
+    puts its tours on k routes after its first search, :func:`agents.references.pipeline.within_fleet`), and
+    ``sectors`` decodes plain CVRP only (its sub-problems are plain CVRP instances).
     ``real`` is the file being evaluated (set by the caller); ``tours`` and ``seconds``, the last call's."""
 
     def __init__(self, args, options: dict):
@@ -150,15 +151,17 @@ class FileDecoder:
         policy = self.policy_for(problem_name, get_problem(problem_name).size_of(instance))
         fleet = None if args.no_fleet or problem_name != "cvrp" else fleet_of(self.real)
         instance = type(instance)(*(f.to(args.device) for f in instance))
+        fleet = None if fleet is None else type(fleet)(*(f.to(args.device) for f in fleet))
+        k = None if fleet is None else int(fleet.num_vehicles[0])
         began = time.perf_counter()
         with torch.no_grad():
-            self.tours = decode_with(args, policy, get_problem(problem_name), instance, self.options).tours
-            k = None if fleet is None else int(fleet.num_vehicles[0])
-            # best keeps to its time limit; sectors cut plain CVRP instances only
+            # best keeps to k within its time limit (it eliminates routes beyond k after its first search)
+            limit = torch.tensor([k]) if k is not None and args.decode == "best" else None
+            self.tours = decode_with(args, policy, get_problem(problem_name), instance, self.options, limit).tours
+            # more routes than the file's k: decoded again under the fixed-fleet CVRP's mask (same observation
+            # keys), kept where it keeps to k routes (else the plain tours stand, with the table's note); sectors
+            # cut plain CVRP instances only
             if k is not None and count_routes(self.tours) > k and args.decode not in ("best", "sectors"):
-                # more routes than the file's k: decoded again under the fixed-fleet CVRP's mask (same observation
-                # keys), kept where it keeps to k routes (else the plain tours stand, with the table's note)
-                fleet = type(fleet)(*(f.to(args.device) for f in fleet))
                 tours = decode_with(args, policy, get_problem("cvrpmvc"), fleet, self.options).tours
                 if count_routes(tours) <= k:
                     self.tours = tours
