@@ -16,6 +16,9 @@
    :data:`START_SLACK` (5 %) of the instance's cheapest, in one batch (:func:`search_starts`): on TSP the
    model's tour, though longer than NN + 2-opt, often leads to a shorter local optimum, while on CVRP the
    savings are far ahead of the other starts, whose searches would take half of each round;
+3. with a **fleet** (``fleet``: the most routes of each instance, CVRPLIB's k), the tours of that search with
+   more routes are put on that many by an ejection pool (:func:`within_fleet`, :func:`eliminate_routes`), and
+   the rest of the search keeps to it (a file whose k the elimination does not reach keeps its routes);
 4. while time is left, **iterated local search** from each instance's best tour, ``perturbations`` copies at
    a time, each perturbed and searched again, the cheapest copy kept where it is shorter: for tours without a
    depot (TSP) a random local double bridge (blocks B and C of ``A B C D`` exchanged,
@@ -24,7 +27,7 @@
 
 Every step keeps the cheaper of its input and output tour, and every tour is validated through the unit
 (:func:`routing_gym.problems.tour_cost`), so the result is never worse than the construction nor than the
-heuristic start. External solvers are references elsewhere, never a piece of this pipeline.
+heuristic start (with a fleet: than those of them within it; fewer routes may cost length). External solvers are references elsewhere, never a piece of this pipeline.
 """
 from __future__ import annotations
 
@@ -53,6 +56,7 @@ SHAPES = (0.6, 0.8, 1.0, 1.2, 1.4, 1.6)  # route-shape parameters of the savings
 START_SLACK = 0.05  # local search starts from every start within this fraction of an instance's cheapest
 FLEET_GRACE = 0.1  # route elimination may run this share of the time limit past the search's deadline
 ELIMINATION_STEPS = 100  # insertions per node that route elimination may make on an instance
+FAILED_WEIGHT = 0.1  # route elimination: the length (unit square) one failed insertion of an ejected customer weighs
 
 
 class Found(NamedTuple):
@@ -125,8 +129,9 @@ def eliminate_routes(routes: list[list[int]], demand: list[float], dist, k: int,
     while there are more than ``k`` routes the least loaded one is taken out into the pool, and the pool's
     customers are put back one at a time, each at its cheapest position in a route where it fits; where it fits
     in none, it goes in at the cheapest position of a route from which one or two customers are taken out to
-    make room, those whose counts of failed insertions sum least (each customer's count grows when it found no
-    room, so the pool does not cycle), and they join the pool. ``dist`` indexes as ``dist[a][b]``."""
+    make room, where the route's length changes least plus :data:`FAILED_WEIGHT` times the ejected customers'
+    counts of failed insertions (each customer's count grows when it found no room, so the pool does not
+    cycle), and they join the pool. ``dist`` indexes as ``dist[a][b]``."""
     routes = [list(r) for r in routes if r]
     pool = list(pool or [])
     rng.shuffle(pool)
@@ -134,6 +139,9 @@ def eliminate_routes(routes: list[list[int]], demand: list[float], dist, k: int,
 
     def load(route):
         return sum(demand[v] for v in route)
+
+    def length(route):
+        return sum(dist[a][b] for a, b in zip([0, *route], [*route, 0]))
 
     def cheapest(route, v):
         """(added length, position) of ``v``'s cheapest insertion in ``route``."""
@@ -164,7 +172,8 @@ def eliminate_routes(routes: list[list[int]], demand: list[float], dist, k: int,
             for out in [(a,) for a in range(len(r))] + list(itertools.combinations(range(len(r)), 2)):
                 if sum(demand[r[a]] for a in out) >= -spare:
                     rest = [u for a, u in enumerate(r) if a not in out]
-                    options.append((sum(failed[r[a]] for a in out), cheapest(rest, v)[0], rng.random(), j, out))
+                    change = cheapest(rest, v)[0] + length(rest) - length(r)  # the route's new length less its old
+                    options.append((change + FAILED_WEIGHT * sum(failed[r[a]] for a in out), rng.random(), j, out))
         if not options:
             return None
         *_, j, out = min(options)
@@ -183,8 +192,9 @@ def route_counts(tours: Tensor) -> Tensor:
 def within_fleet(problem, instances, cost: Tensor, tours: Tensor, fleet: Tensor, deadline: float,
                  generator: torch.Generator) -> tuple[Tensor, Tensor]:
     """``(cost (B,), tours (B, S))``: the tours with more routes than ``fleet`` (B,) on at most that many
-    (:func:`eliminate_routes`, one instance at a time, until ``deadline``), replayed through the unit; a row
-    that does not get there (or whose result the unit refuses) keeps its tour."""
+    (:func:`eliminate_routes`, one instance at a time, until ``deadline``), replayed through the unit and
+    searched (``improve``) from there until ``deadline``; a row that does not get there (or whose result the
+    unit refuses) keeps its tour."""
     over = (route_counts(tours) > fleet).nonzero().flatten().tolist()
     if not over:
         return cost, tours
@@ -202,8 +212,16 @@ def within_fleet(problem, instances, cost: Tensor, tours: Tensor, fleet: Tensor,
     rows = torch.tensor(list(found), device=tours.device)
     width = max(len(t) for t in found.values())
     new = torch.tensor([t + [0] * (width - len(t)) for t in found.values()], device=tours.device)
-    new_cost, ok, _ = replay(problem, select_rows(instances, rows), new)
+    some = select_rows(instances, rows)
+    new_cost, ok, _ = replay(problem, some, new)
     rows, new, new_cost = rows[ok], new[ok], new_cost[ok]
+    # searched from there (the search may open a route: kept only where it opens none beyond the fleet)
+    searched, searched_cost = improve(problem, select_rows(some, ok.nonzero().flatten()), new,
+                                      time_limit=max(0.0, deadline - time.monotonic()), cost=new_cost)
+    keep = route_counts(searched) <= fleet[rows]
+    width = max(new.shape[1], searched.shape[1])
+    new = torch.where(keep[:, None], pad_like(searched, width, True), pad_like(new, width, True))
+    new_cost = torch.where(keep, searched_cost, new_cost)
     width = max(width, tours.shape[1])
     tours = pad_like(tours, width, True).index_copy(0, rows, pad_like(new, width, True))
     return cost.index_copy(0, rows, new_cost), tours
