@@ -268,3 +268,11 @@ def test_pipeline__keeps_to_a_fleet_it_is_given(monkeypatch):
     check_routes(problem, inst, found.tours, fleet)
     torch.testing.assert_close(found.cost, tour_cost(problem, inst, found.tours))
     assert (found.cost < found.searched).any()  # the iterated search ran
+
+
+def test_pipeline__the_tsp_start_is_the_units_nearest_neighbour_tour():
+    """The heuristic start of a closed tour is nearest neighbour on the distances: the tour the unit's greedy
+    construction makes, stepped through its dynamics."""
+    problem = get_problem("tsp")
+    inst = instances(problem, 8, 60, seed=3)
+    assert torch.equal(nearest_neighbour_tsp(inst.locs), construct(problem, inst))

@@ -46,7 +46,7 @@ from ..inference.local_search import (Move, Rounds, distances, exchange, giant_a
                                       with_depot)
 from ..inference.search import NUM_AUGMENTATIONS, Copies, best_of_copies, pad_tours
 from ..policies.protocol import Policy, select_rows
-from .heuristics import LOAD_TOLERANCE, construct, improve_routes, savings_routes
+from .heuristics import LOAD_TOLERANCE, construct, improve_routes, nearest_neighbour_tsp, savings_routes
 
 SHORTEST_BLOCK = 4  # a double bridge's blocks are longer than or-opt's (1-3 nodes), which would move them back
 MIN_PERTURBED = 2 * SHORTEST_BLOCK + 2  # nodes a tour needs for a double bridge: the first, two blocks, one more
@@ -75,12 +75,15 @@ def closed_tour(problem) -> bool:
 
 
 def heuristic_start(problem, instances) -> Tensor:
-    """Nearest neighbour (the nearest feasible node) then 2-opt, (B, S) tours."""
+    """Nearest neighbour (the nearest feasible node) then 2-opt, (B, S) tours. On a closed tour (TSP), nearest
+    neighbour from node 0 on the distances (:func:`~agents.references.heuristics.nearest_neighbour_tsp`: the
+    tour the unit's ``greedy`` construction makes, without a step of the unit per node: lin318, 0.18 -> 0.015 s)."""
+    if closed_tour(problem):
+        start = nearest_neighbour_tsp(instances.locs)
+        return two_opt(instances.locs, torch.cat([start, start[:, :1]], dim=1))[:, :-1]
     start = construct(problem, instances)
     if problem.policy.coordinates is None:
         return start
-    if closed_tour(problem):
-        return two_opt(instances.locs, torch.cat([start, start[:, :1]], dim=1))[:, :-1]
     return improve_routes(problem, instances, start) if problem.has_depot else start
 
 
@@ -282,12 +285,15 @@ def construction(policy: Policy, problem, instances, deadline: float, *, augment
 def search_starts(problem, instances, starts: list[tuple[Tensor, Tensor]], deadline: float) -> tuple[Tensor, Tensor]:
     """``(cost (B,), tours (B, S))``: local search (``improve``, until ``deadline``) from each start ``(cost (B,),
     tours (B, S_k))`` whose cost is within :data:`START_SLACK` of the cheapest start of its instance, all in one
-    batch; per instance the cheapest result (searches from near starts end in different local optima)."""
+    batch; per instance the cheapest result (searches from near starts end in different local optima). Where
+    ``deadline`` has passed, no search: the cheapest start."""
     b = starts[0][0].shape[0]
     width = max(t.shape[1] for _, t in starts)
     cost = torch.stack([c for c, _ in starts], dim=1)  # (B, K)
     tours = torch.stack([pad_like(t, width, problem.has_depot) for _, t in starts], dim=1)  # (B, K, S)
     least = cost.min(dim=1, keepdim=True).values
+    if time.monotonic() >= deadline:  # no time left for a round: the cheapest start
+        return least.squeeze(1), tours[torch.arange(b), cost.argmin(dim=1)]
     row, k = (cost - least <= START_SLACK * least.abs()).nonzero().unbind(1)  # costs may be negative (prizes)
     found, found_cost = improve(problem, select_rows(instances, row), tours[row, k],
                                 time_limit=max(0.0, deadline - time.monotonic()), cost=cost[row, k])
