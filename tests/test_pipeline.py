@@ -276,3 +276,13 @@ def test_pipeline__the_tsp_start_is_the_units_nearest_neighbour_tour():
     problem = get_problem("tsp")
     inst = instances(problem, 8, 60, seed=3)
     assert torch.equal(nearest_neighbour_tsp(inst.locs), construct(problem, inst))
+
+
+def test_pipeline__a_bad_fleet_is_refused_by_name():
+    problem, inst, _, fleet = fleet_case(batch=2)
+    for bad in (fleet[:1], fleet.float(), fleet * 0):
+        with pytest.raises(ValueError, match="fleet must hold one whole number"):
+            best(None, problem, inst, 0.01, fleet=bad)
+    tsp = get_problem("tsp")
+    with pytest.raises(ValueError, match="fleet: tsp has no routes"):
+        best(None, tsp, instances(tsp, 2, 10), 0.01, fleet=fleet)

@@ -459,6 +459,14 @@ def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, 
         cost of each piece.
     """
     problem = get_problem(problem)
+    if fleet is not None:
+        if not capacity_routes(problem, instances):
+            raise ValueError(f"fleet: {problem.name} has no routes that load a demand to keep to a fleet")
+        fleet = torch.as_tensor(fleet).to(instances[0].device)
+        if fleet.shape != (instances[0].shape[0],) or fleet.is_floating_point() or bool((fleet < 1).any()):
+            raise ValueError(f"fleet must hold one whole number >= 1 per instance ({instances[0].shape[0]}), "
+                             f"got {fleet.tolist()}")
+        fleet = fleet.long()
     began = time.monotonic()
     budget = time_limit * instances[0].shape[0]
     deadline = began + budget
@@ -477,17 +485,15 @@ def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, 
     searching = time.monotonic()
     cost, tours = search_starts(problem, instances, starts, deadline)
     searched = cost.clone()
+    first_round = time.monotonic() - searching  # what a round of the iterated search is judged by
     if fleet is not None:
-        fleet = fleet.to(tours.device).long()
-        if not capacity_routes(problem, instances):
-            raise ValueError(f"fleet: {problem.name} has no capacity routes to keep to a fleet")
         cost, tours = within_fleet(problem, instances, cost, tours, fleet, deadline + FLEET_GRACE * time_limit,
                                    generator)
         fleet = torch.where(route_counts(tours) > fleet, problem.n_total_of(instances), fleet)
     perturbed = closed_tour(problem) and tours.shape[1] >= MIN_PERTURBED or capacity_routes(problem, instances)
     if perturbed and perturbations > 0:
         cost, tours = perturbation_search(problem, instances, cost, tours, deadline, perturbations, generator,
-                                          first_round=time.monotonic() - searching, fleet=fleet)
+                                          first_round=first_round, fleet=fleet)
     cost, ok, _ = replay(problem, instances, tours)
     if not bool(ok.all()):  # never expected: improve replays every move it keeps
         raise RuntimeError("the pipeline produced an infeasible tour")
