@@ -187,9 +187,10 @@ def eliminate_routes(routes: list[list[int]], demand: list[float], dist, k: int,
 
 
 def route_counts(tours: Tensor) -> Tensor:
-    """(B,) int64 routes (none empty) of tours (B, S) in the env's action format."""
-    seq = with_depot(tours)
-    return ((seq[:, 1:] == 0) & (seq[:, :-1] != 0)).sum(dim=1) + (seq[:, -1] != 0).long()
+    """(B,) int64 routes of tours (B, S) in the env's action format (0 the depot; 0 or -1 pad the end): the
+    runs of customers."""
+    customer = with_depot(tours) > 0
+    return (customer[:, 1:] & ~customer[:, :-1]).sum(dim=1)
 
 
 def within_fleet(problem, instances, cost: Tensor, tours: Tensor, fleet: Tensor, deadline: float,

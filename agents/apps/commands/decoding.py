@@ -81,5 +81,6 @@ def write_csv(path: str, rows: list[dict]) -> None:
 
 def count_routes(tours) -> int:
     """Routes in a CVRP tour (one row of actions; 0 is the depot, and 0 or -1 pads the end): runs of customers."""
-    seq = [int(a) for a in torch.as_tensor(tours).reshape(-1).tolist()]
-    return sum(1 for i, a in enumerate(seq) if a > 0 and (i == 0 or seq[i - 1] <= 0))
+    from ...references.pipeline import route_counts
+
+    return int(route_counts(torch.as_tensor(tours).reshape(1, -1)))
