@@ -27,7 +27,8 @@
 
 Every step keeps the cheaper of its input and output tour, and every tour is validated through the unit
 (:func:`routing_gym.problems.tour_cost`), so the result is never worse than the construction nor than the
-heuristic start (with a fleet: than those of them within it; fewer routes may cost length). External solvers are references elsewhere, never a piece of this pipeline.
+heuristic start (with a fleet: than those of them within it; fewer routes may cost length). External solvers
+are references elsewhere, never a piece of this pipeline.
 """
 from __future__ import annotations
 
@@ -218,6 +219,8 @@ def within_fleet(problem, instances, cost: Tensor, tours: Tensor, fleet: Tensor,
     new = torch.tensor([t + [0] * (width - len(t)) for t in found.values()], device=tours.device)
     some = select_rows(instances, rows)
     new_cost, ok, _ = replay(problem, some, new)
+    if not bool(ok.any()):
+        return cost, tours
     rows, new, new_cost = rows[ok], new[ok], new_cost[ok]
     # searched from there (the search may open a route: kept only where it opens none beyond the fleet)
     searched, searched_cost = improve(problem, select_rows(some, ok.nonzero().flatten()), new,
