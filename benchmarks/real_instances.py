@@ -91,15 +91,16 @@ def real_rows(time_limit: float, sets: list[str]) -> list[tuple]:
     """(set, name, gaps of NN + 2-opt / construction / pipeline, seconds) per real instance file of ``sets``."""
     rows = []
     for path, real in real_files():
-        if set_of(real.name, real.problem) not in sets:
+        name = set_of(real.name, real.problem)
+        if name not in sets:
             continue
         # k for A/B/E/P, as routing-gym eval gives it; X's rows are those of --no-fleet (the issue's table reports
         # their routes against the k in their names)
-        fleet = fleet_of(real) if set_of(real.name, real.problem) == "CVRPLIB A/B/E/P" else None
+        fleet = fleet_of(real) if name == "CVRPLIB A/B/E/P" else None
         out = pieces(get_problem(real.problem), real.instance, time_limit, fleet and fleet.num_vehicles.long())
         gaps = [NAN if tours is None else tsplib.gap(real, tsplib.cost(real, tours)) for tours in out[:4]]
-        fleet = f"{count_routes(out[3])} ({tsplib.fleet_size(path)})" if real.problem == "cvrp" else "-"
-        rows.append((set_of(real.name, real.problem), real.name, *gaps, out[4], fleet))
+        routes = f"{count_routes(out[3])} ({tsplib.fleet_size(path)})" if real.problem == "cvrp" else "-"
+        rows.append((name, real.name, *gaps, out[4], routes))
     return rows
 
 

@@ -48,6 +48,7 @@ from ..inference.local_search import (Move, Rounds, distances, exchange, giant_a
 from ..inference.search import NUM_AUGMENTATIONS, Copies, best_of_copies, pad_tours
 from ..policies.protocol import Policy, select_rows
 from .heuristics import LOAD_TOLERANCE, construct, improve_routes, nearest_neighbour_tsp, savings_routes
+from .solvers import pad, routes_to_actions
 
 SHORTEST_BLOCK = 4  # a double bridge's blocks are longer than or-opt's (1-3 nodes), which would move them back
 MIN_PERTURBED = 2 * SHORTEST_BLOCK + 2  # nodes a tour needs for a double bridge: the first, two blocks, one more
@@ -211,12 +212,11 @@ def within_fleet(problem, instances, cost: Tensor, tours: Tensor, fleet: Tensor,
         kept = eliminate_routes(route_lists(tours[row].tolist()), demand[row].tolist(), d, int(fleet[row]), rng,
                                 ELIMINATION_STEPS * len(d), deadline)
         if kept is not None:
-            found[row] = [v for r in kept for v in (*r, 0)]
+            found[row] = routes_to_actions(problem.name, kept)
     if not found:
         return cost, tours
     rows = torch.tensor(list(found), device=tours.device)
-    width = max(len(t) for t in found.values())
-    new = torch.tensor([t + [0] * (width - len(t)) for t in found.values()], device=tours.device)
+    new = pad([torch.tensor(t) for t in found.values()], problem).to(tours.device)
     some = select_rows(instances, rows)
     new_cost, ok, _ = replay(problem, some, new)
     if not bool(ok.any()):
@@ -225,11 +225,9 @@ def within_fleet(problem, instances, cost: Tensor, tours: Tensor, fleet: Tensor,
     # searched from there (the search may open a route: kept only where it opens none beyond the fleet)
     searched, searched_cost = improve(problem, select_rows(some, ok.nonzero().flatten()), new,
                                       time_limit=max(0.0, deadline - time.monotonic()), cost=new_cost)
-    keep = route_counts(searched) <= fleet[rows]
-    width = max(new.shape[1], searched.shape[1])
-    new = torch.where(keep[:, None], pad_like(searched, width, True), pad_like(new, width, True))
-    new_cost = torch.where(keep, searched_cost, new_cost)
-    width = max(width, tours.shape[1])
+    searched_cost = searched_cost.masked_fill(route_counts(searched) > fleet[rows], float("inf"))
+    new_cost, new = cheaper(problem, new_cost, new, searched_cost, searched)
+    width = max(new.shape[1], tours.shape[1])
     tours = pad_like(tours, width, True).index_copy(0, rows, pad_like(new, width, True))
     return cost.index_copy(0, rows, new_cost), tours
 
@@ -398,9 +396,8 @@ def fleet_ruin_recreate(problem, instances, tours: Tensor, cost: Tensor, generat
             taken = set(out)
             routes = [[v for v in r if v not in taken] for r in routes]
         kept = eliminate_routes(routes, demand[row], d, fleet[row], rng, ELIMINATION_STEPS * n, pool=out)
-        found.append(tour if kept is None else [v for r in kept for v in (*r, 0)])
-    width = max(len(t) for t in found)
-    kicked = torch.tensor([t + [0] * (width - len(t)) for t in found], device=tours.device)
+        found.append(tour if kept is None else routes_to_actions(problem.name, kept))
+    kicked = pad([torch.tensor(t) for t in found], problem).to(tours.device)
     kicked_cost, ok, _ = replay(problem, instances, kicked)
     width = max(kicked.shape[1], tours.shape[1])
     return (torch.where(ok[:, None], pad_like(kicked, width, True), pad_like(tours, width, True)),
