@@ -16,14 +16,15 @@
    :data:`START_SLACK` (5 %) of the instance's cheapest, in one batch (:func:`search_starts`): on TSP the
    model's tour, though longer than NN + 2-opt, often leads to a shorter local optimum, while on CVRP the
    savings are far ahead of the other starts, whose searches would take half of each round;
-3. with a **fleet** (``fleet``: the most routes of each instance, CVRPLIB's k), the tours of that search with
+4. with a **fleet** (``fleet``: the most routes of each instance, CVRPLIB's k), the tours of that search with
    more routes are put on that many by an ejection pool (:func:`within_fleet`, :func:`eliminate_routes`), and
    the rest of the search keeps to it (a file whose k the elimination does not reach keeps its routes);
-4. while time is left, **iterated local search** from each instance's best tour, ``perturbations`` copies at
-   a time, each perturbed and searched again, the cheapest copy kept where it is shorter: for tours without a
-   depot (TSP) a random local double bridge (blocks B and C of ``A B C D`` exchanged,
-   :func:`~agents.inference.local_search.exchange`); for routes with :func:`capacity_routes` a ruin and
-   recreate of the customers around a random one or of the least loaded route (:func:`ruin_recreate`).
+5. while time is left, an **iterated search** from each instance's best tour: for tours without a depot (TSP)
+   ``perturbations`` copies at a time, each perturbed by a random local double bridge (blocks B and C of
+   ``A B C D`` exchanged, :func:`~agents.inference.local_search.exchange`) and searched again, the cheapest
+   copy kept where it is shorter (:func:`perturbation_search`); for routes with :func:`capacity_routes` ruin
+   (the customers around a random one or of the least loaded route) and recreate through the ejection pool,
+   one instance at a time, kept where shorter (:func:`pool_search`).
 
 Every step keeps the cheaper of its input and output tour, and every tour is validated through the unit
 (:func:`routing_gym.problems.tour_cost`), so the result is never worse than the construction nor than the
@@ -43,7 +44,7 @@ from torch import Tensor
 from routing_gym.problems import get_problem, tour_cost
 from routing_gym.problems.base import replay
 
-from ..inference.local_search import (Move, Rounds, distances, exchange, giant_actions, improve, pad_like, two_opt,
+from ..inference.local_search import (EPS, INF, Move, Rounds, distances, exchange, improve, pad_like, two_opt,
                                       with_depot)
 from ..inference.search import NUM_AUGMENTATIONS, Copies, best_of_copies, pad_tours
 from ..policies.protocol import Policy, select_rows
@@ -56,7 +57,8 @@ RUINED = (5, 15)  # customers a radial ruin takes out, at least and at most
 ROUTE_RUINS = 0.5  # the share of ruins that take out the customers of the least loaded route instead
 SHAPES = (0.6, 0.8, 1.0, 1.2, 1.4, 1.6)  # route-shape parameters of the savings start, one copy of an instance each
 START_SLACK = 0.05  # local search starts from every start within this fraction of an instance's cheapest
-FLEET_GRACE = 0.1  # route elimination may run this share of the time limit past the search's deadline
+ITERATED_SHARE = 0.5  # routes with a capacity: the share of the budget the search from the starts leaves to the
+# iterated search (pool_search), which shortens them faster (CVRPLIB A/B/E/P at 2 s: 2.11 % against 2.41 % at 0.25)
 ELIMINATION_STEPS = 100  # insertions per node that route elimination may make on an instance
 FAILED_WEIGHT = 0.1  # route elimination: the length (unit square) one failed insertion of an ejected customer weighs
 
@@ -138,53 +140,76 @@ def eliminate_routes(routes: list[list[int]], demand: list[float], dist, k: int,
     counts of failed insertions (each customer's count grows when it found no room, so the pool does not
     cycle), and they join the pool. ``dist`` indexes as ``dist[a][b]``."""
     routes = [list(r) for r in routes if r]
+    loads = [sum(demand[u] for u in r) for r in routes]
     pool = list(pool or [])
     rng.shuffle(pool)
     failed = [0] * len(demand)
+    cap = 1 + LOAD_TOLERANCE
 
-    def load(route):
-        return sum(demand[v] for v in route)
+    def insertions(route, v) -> list[float]:
+        """The length ``v`` adds at each edge of ``route`` (edge i leaves its i-th stop, the depot first)."""
+        stops = [0, *route, 0]
+        return [dist[a][v] + dist[v][b] - dist[a][b] for a, b in zip(stops, stops[1:])]
 
-    def length(route):
-        return sum(dist[a][b] for a, b in zip([0, *route], [*route, 0]))
+    def ejections(j: int, v: int):
+        """``(change of route j's length, out)`` for each set ``out`` of one or two positions of route j whose
+        customers, taken out, leave room for ``v``, inserted at its cheapest position in what is left. Removing
+        a customer replaces its two edges by one (a bypass); ``v`` goes into an edge that was kept or a bypass."""
+        r, stops = routes[j], [0, *routes[j], 0]
+        short = demand[v] - (cap - loads[j])  # the demand that must come out
+        ins = insertions(r, v)
+        by_cost = sorted(range(len(ins)), key=ins.__getitem__)
 
-    def cheapest(route, v):
-        """(added length, position) of ``v``'s cheapest insertion in ``route``."""
-        nodes = [0, *route, 0]
-        return min((dist[a][v] + dist[v][b] - dist[a][b], i) for i, (a, b) in enumerate(zip(nodes, nodes[1:])))
+        def bypass(a: int, c: int) -> tuple[float, float]:
+            """(length saved, v's cost in the bypass) where stops a+1 .. c-1 are taken out."""
+            p, s = stops[a], stops[c]
+            path = sum(dist[x][y] for x, y in zip(stops[a:c], stops[a + 1:c + 1]))
+            return path - dist[p][s], dist[p][v] + dist[v][s] - dist[p][s]
+
+        single = [bypass(a, a + 2) for a in range(len(r))]
+        for out in [(a,) for a in range(len(r))] + list(itertools.combinations(range(len(r)), 2)):
+            if sum(demand[r[a]] for a in out) < short:
+                continue
+            if len(out) == 1:
+                (saved, into), edges = single[out[0]], out + (out[0] + 1,)
+            elif out[1] == out[0] + 1:
+                (saved, into), edges = bypass(out[0], out[0] + 3), out + (out[0] + 2,)
+            else:
+                saved, into = single[out[0]][0] + single[out[1]][0], min(single[out[0]][1], single[out[1]][1])
+                edges = out + (out[0] + 1, out[1] + 1)
+            kept = next((ins[e] for e in by_cost if e not in edges), INF)
+            yield min(kept, into) - saved, out
 
     while pool or len(routes) > k:
-        if not pool:
-            routes.sort(key=load)
-            pool = routes.pop(0)
+        if not pool:  # the least loaded route goes into the pool
+            order = sorted(range(len(routes)), key=loads.__getitem__)
+            routes, loads = [routes[j] for j in order], [loads[j] for j in order]
+            pool, _ = routes.pop(0), loads.pop(0)
             rng.shuffle(pool)
         if steps == 0 or time.monotonic() > deadline:
             return None
         steps -= 1
         v = pool.pop()
-        room = [(cheapest(r, v), j) for j, r in enumerate(routes) if load(r) + demand[v] <= 1 + LOAD_TOLERANCE]
+        room = [(min((c, i) for i, c in enumerate(insertions(r, v))), j)
+                for j, r in enumerate(routes) if loads[j] + demand[v] <= cap]
         if not room and len(routes) < k:
             routes.append([v])
+            loads.append(demand[v])
             continue
-        if room:
-            (_, at), j = min(room)
-            routes[j].insert(at, v)
-            continue
-        failed[v] += 1
-        options = []
-        for j, r in enumerate(routes):
-            spare = 1 + LOAD_TOLERANCE - load(r) - demand[v]  # < 0: what must come out
-            for out in [(a,) for a in range(len(r))] + list(itertools.combinations(range(len(r)), 2)):
-                if sum(demand[r[a]] for a in out) >= -spare:
-                    rest = [u for a, u in enumerate(r) if a not in out]
-                    change = cheapest(rest, v)[0] + length(rest) - length(r)  # the route's new length less its old
-                    options.append((change + FAILED_WEIGHT * sum(failed[r[a]] for a in out), rng.random(), j, out))
-        if not options:
-            return None
-        *_, j, out = min(options)
-        pool.extend(routes[j][a] for a in out)
-        routes[j] = [u for a, u in enumerate(routes[j]) if a not in out]
-        routes[j].insert(cheapest(routes[j], v)[1], v)
+        if not room:  # v goes in where taking one or two customers out of a route makes room
+            failed[v] += 1
+            options = [(change + FAILED_WEIGHT * sum(failed[routes[j][a]] for a in out), rng.random(), j, out)
+                       for j in range(len(routes)) for change, out in ejections(j, v)]
+            if not options:
+                return None
+            *_, j, out = min(options)
+            pool.extend(routes[j][a] for a in out)
+            routes[j] = [u for a, u in enumerate(routes[j]) if a not in out]
+            loads[j] = sum(demand[u] for u in routes[j])
+            room = [(min((c, i) for i, c in enumerate(insertions(routes[j], v))), j)]
+        (_, at), j = min(room)
+        routes[j].insert(at, v)
+        loads[j] += demand[v]
     return routes
 
 
@@ -195,17 +220,34 @@ def route_counts(tours: Tensor) -> Tensor:
     return (customer[:, 1:] & ~customer[:, :-1]).sum(dim=1)
 
 
-def within_fleet(problem, instances, cost: Tensor, tours: Tensor, fleet: Tensor, deadline: float,
-                 generator: torch.Generator) -> tuple[Tensor, Tensor]:
+def ruin_routes(routes: list[list[int]], demand: list[float], dist, rng: random.Random):
+    """``(routes, out)``: one instance's routes with some customers taken out, and those customers: on
+    :data:`ROUTE_RUINS` of the calls the least loaded route's, else those nearest a random customer
+    (:data:`RUINED`, it included; :func:`ruin_recreate`'s ruins, on route lists)."""
+    n = len(dist)
+    if rng.random() < ROUTE_RUINS:
+        routes = sorted(routes, key=lambda r: sum(demand[v] for v in r))
+        return routes[1:], routes[0]
+    seed = rng.randrange(1, n)
+    out = sorted(range(1, n), key=lambda v: dist[seed][v])[:min(n - 1, rng.randint(*RUINED))]
+    taken = set(out)
+    return [[v for v in r if v not in taken] for r in routes], out
+
+
+def route_length(routes: list[list[int]], dist) -> float:
+    return sum(dist[a][b] for r in routes for a, b in zip([0, *r], [*r, 0]))
+
+
+def within_fleet(problem, instances, cost: Tensor, tours: Tensor, fleet: Tensor,
+                 deadline: float) -> tuple[Tensor, Tensor]:
     """``(cost (B,), tours (B, S))``: the tours with more routes than ``fleet`` (B,) on at most that many
-    (:func:`eliminate_routes`, one instance at a time, until ``deadline``), replayed through the unit and
-    searched (``improve``) from there until ``deadline``; a row that does not get there (or whose result the
-    unit refuses) keeps its tour."""
+    (:func:`eliminate_routes`, one instance at a time, until ``deadline``), replayed through the unit; a row that
+    does not get there (or whose result the unit refuses) keeps its tour."""
     over = (route_counts(tours) > fleet).nonzero().flatten().tolist()
     if not over:
         return cost, tours
     demand, locs = instances.demand.double(), instances.locs
-    rng = random.Random(int(torch.randint(2**31, (), generator=generator)))
+    rng = random.Random(0)
     found = {}
     for row in over:
         d = distances(locs[row:row + 1])[0].tolist()
@@ -217,16 +259,8 @@ def within_fleet(problem, instances, cost: Tensor, tours: Tensor, fleet: Tensor,
         return cost, tours
     rows = torch.tensor(list(found), device=tours.device)
     new = pad([torch.tensor(t) for t in found.values()], problem).to(tours.device)
-    some = select_rows(instances, rows)
-    new_cost, ok, _ = replay(problem, some, new)
-    if not bool(ok.any()):
-        return cost, tours
+    new_cost, ok, _ = replay(problem, select_rows(instances, rows), new)
     rows, new, new_cost = rows[ok], new[ok], new_cost[ok]
-    # searched from there (the search may open a route: kept only where it opens none beyond the fleet)
-    searched, searched_cost = improve(problem, select_rows(some, ok.nonzero().flatten()), new,
-                                      time_limit=max(0.0, deadline - time.monotonic()), cost=new_cost)
-    searched_cost = searched_cost.masked_fill(route_counts(searched) > fleet[rows], float("inf"))
-    new_cost, new = cheaper(problem, new_cost, new, searched_cost, searched)
     width = max(new.shape[1], tours.shape[1])
     tours = pad_like(tours, width, True).index_copy(0, rows, pad_like(new, width, True))
     return cost.index_copy(0, rows, new_cost), tours
@@ -319,116 +353,59 @@ def double_bridge(tours: Tensor, generator: torch.Generator) -> Tensor:
     return exchange(tours, Move(*(f if f is None else f.to(tours.device) for f in move)))
 
 
-def route_loads(seq: Tensor, demand: Tensor) -> tuple[Tensor, Tensor]:
-    """``(route (R, L), load (R, L))`` of giant tours ``seq`` (R, L) (``0, routes with a 0 between, 0 ...``): the
-    route of each position (edge (p, p + 1) lies in route[p]) and, at column j, the load of route j."""
-    route = (seq == 0).cumsum(dim=1) - 1
-    return route, torch.zeros_like(demand[:, :1]).expand_as(seq).scatter_add(1, route, demand.gather(1, seq))
-
-
-def ruin_recreate(problem, instances, tours: Tensor, cost: Tensor, generator: torch.Generator,
-                  fleet: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """``(tours (R, S'), cost (R,))``: routes ``tours`` (R, S) of a unit with :func:`capacity_routes` (``cost``
-    their costs) with some customers taken out and put back one at a
-    time, in random order, each where it adds least length and its route's load fits (a route of its own where
-    none fits); the customers taken out: on :data:`ROUTE_RUINS` of the rows those of the least loaded route (so
-    that a route may go), on the others those nearest a random customer (:data:`RUINED`, it included). Rows
-    whose result does not replay through the unit keep their tour and cost. Schrimpf et al. (2000)'s ruin and
-    recreate with best insertion. With a ``fleet`` (R,) of routes per row, :func:`fleet_ruin_recreate` instead."""
-    if fleet is not None:
-        return fleet_ruin_recreate(problem, instances, tours, cost, generator, fleet)
-    locs, demand = instances.locs, instances.demand.double()
-    r, n = locs.shape[:2]
-    dev = tours.device
-    rows = torch.arange(r, device=dev)
-    dist = distances(locs)
-    seq = with_depot(pad_like(tours, tours.shape[1] + 2, True))
-    route, load = route_loads(seq, demand)
-    load = load.masked_fill(load == 0, float("inf"))  # routes that serve someone
-    lightest = torch.zeros(r, n, dtype=torch.bool, device=dev).scatter_(
-        1, seq, route == load.argmin(dim=1, keepdim=True))  # the customers of the least loaded route
-    m = min(n - 1, int(torch.randint(RUINED[0], RUINED[1] + 1, (), generator=generator)))
-    seed = torch.randint(1, n, (r,), generator=generator).to(dev)
-    near = torch.zeros_like(lightest).scatter_(1, dist[rows, seed, 1:].topk(m, largest=False).indices + 1, True)
-    out = torch.where(torch.rand(r, 1, generator=generator).to(dev) < ROUTE_RUINS, lightest, near)
-    out[:, 0] = False
-    count = int(out.sum(dim=1).max())
-    key = torch.rand(r, n, generator=generator).to(dev).masked_fill(~out, float("inf"))
-    order = key.argsort(dim=1)[:, :count]  # (R, count) the customers taken out, in random order
-    taken = key.gather(1, order) < float("inf")
-    seq = with_depot(giant_actions(torch.cat([seq.masked_fill(out.gather(1, seq), 0), seq.new_zeros(r, count)], 1)))
-    pos = torch.arange(seq.shape[1], device=dev)
-    for v, put in zip(order.unbind(1), taken.unbind(1)):
-        route, load = route_loads(seq, demand)
-        a, c = seq[:, :-1], seq[:, 1:]
-        to_v = dist[rows, v]
-        grow = to_v.gather(1, a) + to_v.gather(1, c) - dist[rows[:, None], a, c]
-        fits = load.gather(1, route[:, :-1]) + demand[rows, v][:, None] <= 1 + LOAD_TOLERANCE
-        at = grow.masked_fill(~fits, float("inf")).argmin(dim=1) + 1  # v's new position
-        moved = seq.gather(1, torch.where(pos < at[:, None], pos, pos - 1)).scatter(1, at[:, None], v[:, None])
-        seq = torch.where(put[:, None], moved, seq)
-    kicked = giant_actions(seq)
-    kicked_cost, ok, _ = replay(problem, instances, kicked)
-    width = max(kicked.shape[1], tours.shape[1])
-    return (torch.where(ok[:, None], pad_like(kicked, width, True), pad_like(tours, width, True)),
-            torch.where(ok, kicked_cost, cost))
-
-
-def fleet_ruin_recreate(problem, instances, tours: Tensor, cost: Tensor, generator: torch.Generator,
-                        fleet: Tensor) -> tuple[Tensor, Tensor]:
-    """:func:`ruin_recreate` within a fleet of routes, ``fleet`` (R,) a row: the same ruins (the least loaded route
-    on :data:`ROUTE_RUINS` of the rows, else the customers nearest a random one), the customers put back by
-    :func:`eliminate_routes`, which opens no route beyond the fleet (it takes customers out of a route to make
-    room instead; a row keeps its tour where that does not get there). One row at a time (a loop in Python:
-    the rows with a fleet are real instances, a few at a time)."""
-    rng = random.Random(int(torch.randint(2**31, (), generator=generator)))
-    demand, dist = instances.demand.double().tolist(), distances(instances.locs).tolist()
-    fleet = fleet.tolist()
-    found = []
-    for row, tour in enumerate(tours.tolist()):
-        routes, d, n = route_lists(tour), dist[row], len(dist[row])
-        if rng.random() < ROUTE_RUINS:
-            routes.sort(key=lambda r: sum(demand[row][v] for v in r))
-            out = routes.pop(0)
-        else:
-            seed = rng.randrange(1, n)
-            out = sorted(range(1, n), key=lambda v: d[seed][v])[:min(n - 1, rng.randint(*RUINED))]
-            taken = set(out)
-            routes = [[v for v in r if v not in taken] for r in routes]
-        kept = eliminate_routes(routes, demand[row], d, fleet[row], rng, ELIMINATION_STEPS * n, pool=out)
-        found.append(tour if kept is None else routes_to_actions(problem.name, kept))
-    kicked = pad([torch.tensor(t) for t in found], problem).to(tours.device)
-    kicked_cost, ok, _ = replay(problem, instances, kicked)
-    width = max(kicked.shape[1], tours.shape[1])
-    return (torch.where(ok[:, None], pad_like(kicked, width, True), pad_like(tours, width, True)),
-            torch.where(ok, kicked_cost, cost))
-
-
 def perturbation_search(problem, instances, cost: Tensor, tours: Tensor, deadline: float, copies: int,
-                        generator: torch.Generator, first_round: float = 0.0,
-                        fleet: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Iterated local search until ``deadline``: rounds of ``copies`` perturbed copies of each instance's best
-    tour (closed tours (B, N): :func:`double_bridge`; routes with :func:`capacity_routes`: :func:`ruin_recreate`),
-    searched by ``improve``; the cheapest kept where it is cheaper (and, with a ``fleet`` (B,), has at most that
-    many routes)."""
+                        generator: torch.Generator, first_round: float = 0.0) -> tuple[Tensor, Tensor]:
+    """Iterated local search on closed tours (B, N) until ``deadline``: rounds of ``copies`` copies of each
+    instance's best tour perturbed by :func:`double_bridge` and searched by ``improve``; the cheapest kept where
+    it is cheaper."""
     b = tours.shape[0]
     rows = torch.arange(b, device=tours.device).repeat_interleave(copies)
     many = select_rows(instances, rows)
     clock = Rounds(deadline, first_round)  # a round starts where it would end in time, as the previous one took
     while clock.may_start():
-        if closed_tour(problem):
-            kicked, known = double_bridge(tours[rows], generator), None
-        else:  # its replay costs the copies
-            kicked, known = ruin_recreate(problem, many, tours[rows], cost[rows], generator,
-                                          None if fleet is None else fleet[rows])
-        found, found_cost = improve(problem, many, kicked, time_limit=max(0.0, deadline - time.monotonic()),
-                                    cost=known)
-        if fleet is not None:  # a move of the search may open a route
-            found_cost = found_cost.masked_fill(route_counts(found) > fleet[rows], float("inf"))
+        found, found_cost = improve(problem, many, double_bridge(tours[rows], generator),
+                                    time_limit=max(0.0, deadline - time.monotonic()))
         found_cost, pick = found_cost.view(b, copies).min(dim=1)
         found = found.view(b, copies, -1)[torch.arange(b), pick]
         cost, tours = cheaper(problem, cost, tours, found_cost, found)
     return cost, tours
+
+
+def pool_search(problem, instances, cost: Tensor, tours: Tensor, deadline: float, generator: torch.Generator,
+                fleet: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Iterated search on routes with :func:`capacity_routes` until ``deadline``, one instance at a time (each
+    its share of the time left): a ruin (:func:`ruin_routes`) put back by :func:`eliminate_routes` within the
+    instance's ``fleet`` (B,) of routes (without one, a customer that fits in no route opens one), kept where it
+    is shorter and the unit's replay accepts it at a lower cost. Schrimpf et al. (2000)'s ruin and recreate with
+    best insertion, its recreate by Nagata & Bräysy (2009)'s ejection pool: where capacity is tight (P-n50-k8:
+    7.92 capacities of demand on 8 routes) nearly every move of the local search between routes is refused,
+    while the pool makes room by taking customers out. In Python, not batched: a ruin and recreate takes about
+    a millisecond on a route list, against some 0.1 s for a round of ``improve`` on eight perturbed copies
+    (CVRPLIB A/B/E/P, 1.5 s from the same tours: 3.4 % against 4.4 % over eight files)."""
+    b = tours.shape[0]
+    rng = random.Random(int(torch.randint(2**31, (), generator=generator)))
+    demand, locs = instances.demand.double(), instances.locs
+    cost, tours = cost.clone(), tours.clone()
+    found = []
+    for row in range(b):
+        until = time.monotonic() + max(0.0, deadline - time.monotonic()) / (b - row)
+        dist, load = distances(locs[row:row + 1])[0].tolist(), demand[row].tolist()
+        k = len(dist) if fleet is None else int(fleet[row])
+        one = select_rows(instances, torch.tensor([row], device=tours.device))
+        routes = route_lists(tours[row].tolist())
+        length, best_cost, best_tour = route_length(routes, dist), cost[row], tours[row]
+        while time.monotonic() < until:
+            rest, out = ruin_routes(routes, load, dist, rng)
+            new = eliminate_routes(rest, load, dist, k, rng, ELIMINATION_STEPS * len(dist), until, pool=out)
+            if new is None or route_length(new, dist) >= length - EPS:
+                continue
+            tour = torch.tensor(routes_to_actions(problem.name, new), device=tours.device)[None]
+            new_cost, ok, _ = replay(problem, one, tour)
+            if bool(ok[0]) and new_cost[0] < best_cost:
+                routes, length, best_cost, best_tour = new, route_length(new, dist), new_cost[0], tour[0]
+        cost[row] = best_cost
+        found.append(best_tour)
+    return cost, pad(found, problem).to(tours.device)
 
 
 @torch.no_grad()
@@ -449,10 +426,10 @@ def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, 
         construction_share: the fraction of the budget within which the construction's decodings after the
             first may start.
         perturbations: perturbed copies per instance and round of iterated local search (TSP).
-        batch_size: rows decoded at a time. generator: the perturbations' randomness (default: seed 0).
+        batch_size: rows decoded at a time. generator: the iterated search's randomness (default: seed 0).
         fleet: (B,) the most routes of each instance (CVRPLIB's k), for routes with :func:`capacity_routes`:
             after the local search from the starts, tours with more routes are put on that many
-            (:func:`within_fleet`), and the iterated local search keeps to that many from there (where the
+            (:func:`within_fleet`), and the iterated search keeps to that many from there (where the
             elimination did not get there, to the routes the tour has).
 
     Returns:
@@ -484,17 +461,18 @@ def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, 
     if capacity_routes(problem, instances):
         starts.append(savings_start(problem, instances))
     searching = time.monotonic()
-    cost, tours = search_starts(problem, instances, starts, deadline)
+    left = ITERATED_SHARE * budget if capacity_routes(problem, instances) else 0.0
+    cost, tours = search_starts(problem, instances, starts, deadline - left)
     searched = cost.clone()
     first_round = time.monotonic() - searching  # what a round of the iterated search is judged by
     if fleet is not None:
-        cost, tours = within_fleet(problem, instances, cost, tours, fleet, deadline + FLEET_GRACE * time_limit,
-                                   generator)
+        cost, tours = within_fleet(problem, instances, cost, tours, fleet, deadline)
         fleet = torch.where(route_counts(tours) > fleet, problem.n_total_of(instances), fleet)
-    perturbed = closed_tour(problem) and tours.shape[1] >= MIN_PERTURBED or capacity_routes(problem, instances)
-    if perturbed and perturbations > 0:
+    if capacity_routes(problem, instances):
+        cost, tours = pool_search(problem, instances, cost, tours, deadline, generator, fleet)
+    elif closed_tour(problem) and tours.shape[1] >= MIN_PERTURBED and perturbations > 0:
         cost, tours = perturbation_search(problem, instances, cost, tours, deadline, perturbations, generator,
-                                          first_round=first_round, fleet=fleet)
+                                          first_round=first_round)
     cost, ok, _ = replay(problem, instances, tours)
     if not bool(ok.all()):  # never expected: improve replays every move it keeps
         raise RuntimeError("the pipeline produced an infeasible tour")
