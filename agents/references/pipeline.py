@@ -60,7 +60,8 @@ SHAPES = (0.6, 0.8, 1.0, 1.2, 1.4, 1.6)  # route-shape parameters of the savings
 START_SLACK = 0.05  # local search starts from every start within this fraction of an instance's cheapest
 ITERATED_SHARE = 0.5  # routes with a capacity: the share of the budget the search from the starts leaves to the
 # iterated search (pool_search), which shortens them faster (CVRPLIB A/B/E/P at 2 s: 2.11 % against 2.41 % at 0.25)
-TEMPERATURE = 0.003  # pool_search's first temperature, a fraction of the shortest length (see there)
+TEMPERATURE = 0.3  # pool_search's first temperature, in lengths per node (the shortest length / nodes; see there)
+REPLAY_EVERY = 0.1  # pool_search replays a shorter tour through the unit at most once in this share of its time
 ELIMINATION_STEPS = 100  # insertions per node that route elimination may make on an instance
 FAILED_WEIGHT = 0.1  # route elimination: the length (unit square) one failed insertion of an ejected customer weighs
 
@@ -379,16 +380,18 @@ def pool_search(problem, instances, cost: Tensor, tours: Tensor, deadline: float
     its share of the time left): a ruin (:func:`ruin_routes`) put back by :func:`eliminate_routes` within the
     instance's ``fleet`` (B,) of routes (without one, a customer that fits in no route opens one), the result
     followed where simulated annealing accepts its length and kept where it is the shortest yet and the unit's
-    replay accepts it at a lower cost. Schrimpf et al. (2000)'s ruin and recreate with best insertion, its
-    recreate by Nagata & Bräysy (2009)'s ejection pool (where capacity is tight, P-n50-k8's 7.92 capacities of
-    demand on 8 routes, nearly every move of the local search between routes is refused, while the pool makes
-    room by taking customers out), accepted as in Christiaens & Vanden Berghe (2020)'s SISR: a longer result
-    where it is within ``-T ln U`` of the current one, ``U`` uniform, ``T`` :data:`TEMPERATURE` times the
-    shortest length, falling linearly to 0 by the row's end. In Python, not batched: a ruin and recreate takes
-    about a millisecond on a route list, against some 0.1 s for a round of ``improve`` on eight perturbed copies.
-    Eight CVRPLIB A/B/E/P files, 1.5 s from the same tours: 4.4-4.7 % with perturbed copies searched by
-    ``improve``, 3.4-3.5 % with this search accepting shorter results only; at 1 s, shorter only 4.9 %, annealed
-    from 0.001 / 0.003 / 0.01 / 0.03 of the length 3.8 / 3.0 / 3.3 / 3.8 %."""
+    replay accepts it at a lower cost (replayed at most once in :data:`REPLAY_EVERY` of the row's time, and at
+    its end: a replay of a 150-node tour takes some 15 ms). Schrimpf et al. (2000)'s ruin and recreate with best
+    insertion, its recreate by Nagata & Bräysy (2009)'s ejection pool (where capacity is tight, P-n50-k8's 7.92
+    capacities of demand on 8 routes, nearly every move of the local search between routes is refused, while
+    the pool makes room by taking customers out), accepted as in Christiaens & Vanden Berghe (2020)'s SISR: a
+    longer result where it is within ``-T ln U`` of the current one, ``U`` uniform, ``T`` :data:`TEMPERATURE`
+    times the shortest length per node, falling linearly to 0 by the row's end. In Python, not batched: a ruin
+    and recreate takes about a millisecond on a route list, against some 0.1 s for a round of ``improve`` on
+    eight perturbed copies (eight CVRPLIB A/B/E/P files, 1.5 s from the same tours: 4.4-4.7 % with perturbed
+    copies searched by ``improve``, 3.4-3.5 % with this search accepting shorter results only). From the
+    savings routes, 1 s a file, accepting shorter results only / annealed from 0.1 / 0.3: A/B/E/P (19 files)
+    2.09 / 1.80 / 1.27 %, X (12 files, 101-200 nodes, fewer ruins per node in the time) 3.36 / 3.69 / 4.15 %."""
     b = tours.shape[0]
     rng = random.Random(int(torch.randint(2**31, (), generator=generator)))
     demand, locs = instances.demand.double(), instances.locs
@@ -403,22 +406,29 @@ def pool_search(problem, instances, cost: Tensor, tours: Tensor, deadline: float
         routes = route_lists(tours[row].tolist())
         length = shortest = route_length(routes, dist)
         best_cost, best_tour = cost[row], tours[row]
+        pending, replayed = None, began  # the shortest routes not replayed yet, when the last replay was
+
+        def replayed_cost(routes: list[list[int]]) -> tuple[Tensor, Tensor]:
+            tour = torch.tensor(routes_to_actions(problem.name, routes), device=tours.device)[None]
+            new_cost, ok, _ = replay(problem, one, tour)
+            return (new_cost[0], tour[0]) if bool(ok[0]) and new_cost[0] < best_cost else (best_cost, best_tour)
+
         while (now := time.monotonic()) < began + span:
             rest, out = ruin_routes(routes, load, dist, rng)
             new = eliminate_routes(rest, load, dist, k, rng, ELIMINATION_STEPS * len(dist), began + span, pool=out)
             if new is None:
                 continue
-            temperature = TEMPERATURE * shortest * (1 - (now - began) / span)
+            temperature = TEMPERATURE * shortest / len(dist) * (1 - (now - began) / span)
             new_length = route_length(new, dist)
             if new_length >= length - EPS - temperature * math.log(1 - rng.random()):
                 continue
             routes, length = new, new_length
             if length < shortest - EPS:
-                shortest = length
-                tour = torch.tensor(routes_to_actions(problem.name, routes), device=tours.device)[None]
-                new_cost, ok, _ = replay(problem, one, tour)
-                if bool(ok[0]) and new_cost[0] < best_cost:
-                    best_cost, best_tour = new_cost[0], tour[0]
+                shortest, pending = length, routes
+                if now - replayed >= REPLAY_EVERY * span:
+                    (best_cost, best_tour), pending, replayed = replayed_cost(pending), None, now
+        if pending is not None:
+            best_cost, best_tour = replayed_cost(pending)
         cost[row] = best_cost
         found.append(best_tour)
     return cost, pad(found, problem).to(tours.device)
