@@ -451,7 +451,8 @@ def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, 
         augment: transforms of the unit square the construction decodes (1..8).
         construction_share: the fraction of the budget within which the construction's decodings after the
             first may start.
-        perturbations: perturbed copies per instance and round of iterated local search (TSP).
+        perturbations: perturbed copies per instance and round of iterated local search (TSP); 0: no
+            iterated search (for routes either).
         batch_size: rows decoded at a time. generator: the iterated search's randomness (default: seed 0).
         fleet: (B,) the most routes of each instance (CVRPLIB's k), for routes with :func:`capacity_routes`:
             after the local search from the starts, tours with more routes are put on that many
@@ -487,14 +488,14 @@ def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, 
     if capacity_routes(problem, instances):
         starts.append(savings_start(problem, instances))
     searching = time.monotonic()
-    left = ITERATED_SHARE * budget if capacity_routes(problem, instances) else 0.0
-    cost, tours = search_starts(problem, instances, starts, deadline - left)
+    pooled = capacity_routes(problem, instances) and perturbations > 0  # the iterated search is pool_search
+    cost, tours = search_starts(problem, instances, starts, deadline - (ITERATED_SHARE * budget if pooled else 0.0))
     searched = cost.clone()
     first_round = time.monotonic() - searching  # what a round of the iterated search is judged by
     if fleet is not None:
         cost, tours = within_fleet(problem, instances, cost, tours, fleet, deadline)
         fleet = torch.where(route_counts(tours) > fleet, problem.n_total_of(instances), fleet)
-    if capacity_routes(problem, instances):
+    if pooled:
         cost, tours = pool_search(problem, instances, cost, tours, deadline, generator, fleet)
     elif closed_tour(problem) and tours.shape[1] >= MIN_PERTURBED and perturbations > 0:
         cost, tours = perturbation_search(problem, instances, cost, tours, deadline, perturbations, generator,
