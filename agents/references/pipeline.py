@@ -24,7 +24,8 @@
    ``A B C D`` exchanged, :func:`~agents.inference.local_search.exchange`) and searched again, the cheapest
    copy kept where it is shorter (:func:`perturbation_search`); for routes with :func:`capacity_routes` ruin
    (the customers around a random one or of the least loaded route) and recreate through the ejection pool,
-   one instance at a time, kept where shorter (:func:`pool_search`).
+   one instance at a time, followed where simulated annealing accepts it, the shortest kept (:func:`pool_search`;
+   the search of step 3 leaves it :data:`ITERATED_SHARE` of the budget).
 
 Every step keeps the cheaper of its input and output tour, and every tour is validated through the unit
 (:func:`routing_gym.problems.tour_cost`), so the result is never worse than the construction nor than the
