@@ -425,8 +425,9 @@ def improve(problem, instance, tours, *, max_rounds: int = 1000, time_limit: flo
             validates them: ``ValueError`` for an infeasible one).
         max_rounds: improvement rounds at most (a round makes one move per instance; up to ``combine`` with a
             depot).
-        time_limit: seconds by which the rounds end (no round starts that the previous one says would end
-            later; None: none); the batch shares it.
+        time_limit: seconds by which the search ends, its final replay included (no round starts that the
+            previous one says would end later, and the rounds leave the final replay as long as the first
+            took; None: none); the batch shares it.
         candidates: moves of each kind replayed per instance and round (tours with a depot); None: as many
             as keep a round's replay within :data:`REPLAY_ROWS` tours (4 to 32 per kind: more for a few
             instances, so the result of an instance may depend on the batch it is searched in).
@@ -443,8 +444,10 @@ def improve(problem, instance, tours, *, max_rounds: int = 1000, time_limit: flo
     """
     problem = get_problem(problem)
     tours = as_tours(instance, tours)
+    began = time.monotonic()
     cost = tour_cost(problem, instance, tours) if cost is None else cost
-    deadline = None if time_limit is None else time.monotonic() + time_limit
+    # the final replay takes about as long as this first one (where it ran): the rounds end that much earlier
+    deadline = None if time_limit is None else 2 * began + time_limit - time.monotonic()
     if problem.policy.coordinates is None:  # no Euclidean lengths to search with (see the module docstring)
         return tours, cost
     n = instance.locs.shape[1]
