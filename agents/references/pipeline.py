@@ -376,9 +376,10 @@ def perturbation_search(problem, instances, cost: Tensor, tours: Tensor, deadlin
 
 
 def pool_search(problem, instances, cost: Tensor, tours: Tensor, deadline: float, generator: torch.Generator,
-                fleet: Tensor | None = None) -> tuple[Tensor, Tensor]:
+                fleet: Tensor | None = None, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Iterated search on routes with :func:`capacity_routes` until ``deadline``, one instance at a time (each
-    its share of the time left): a ruin (:func:`ruin_routes`) put back by :func:`eliminate_routes` within the
+    its share of the time left; ``rows`` (B,) bool: only those, the others keeping their tours): a ruin
+    (:func:`ruin_routes`) put back by :func:`eliminate_routes` within the
     instance's ``fleet`` (B,) of routes (without one, a customer that fits in no route opens one), the result
     followed where simulated annealing accepts its length and kept where it is the shortest yet and the unit's
     replay accepts it at a lower cost (replayed at most once in :data:`REPLAY_EVERY` of the row's time, and at
@@ -397,10 +398,11 @@ def pool_search(problem, instances, cost: Tensor, tours: Tensor, deadline: float
     rng = random.Random(int(torch.randint(2**31, (), generator=generator)))
     demand, locs = instances.demand.double(), instances.locs
     cost, tours = cost.clone(), tours.clone()
-    found = []
-    for row in range(b):
+    found = list(tours.unbind(0))
+    todo = list(range(b)) if rows is None else rows.nonzero().flatten().tolist()
+    for i, row in enumerate(todo):
         began = time.monotonic()
-        span = max(0.0, deadline - began) / (b - row)
+        span = max(0.0, deadline - began) / (len(todo) - i)
         dist, load = distances(locs[row:row + 1])[0].tolist(), demand[row].tolist()
         k = len(dist) if fleet is None else int(fleet[row])
         one = select_rows(instances, torch.tensor([row], device=tours.device))
@@ -430,8 +432,7 @@ def pool_search(problem, instances, cost: Tensor, tours: Tensor, deadline: float
                     (best_cost, best_tour), pending, replayed = replayed_cost(pending), None, now
         if pending is not None:
             best_cost, best_tour = replayed_cost(pending)
-        cost[row] = best_cost
-        found.append(best_tour)
+        cost[row], found[row] = best_cost, best_tour
     return cost, pad(found, problem).to(tours.device)
 
 
@@ -486,18 +487,21 @@ def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, 
         built_cost, built = construction(policy, problem, instances, began + construction_share * budget,
                                          augment=augment, batch_size=batch_size)
     starts = [(start_cost, start), (built_cost, built)]  # an infeasible construction costs inf
+    pooled = torch.zeros_like(start_cost, dtype=torch.bool)  # rows whose iterated search is pool_search
     if capacity_routes(problem, instances):
         starts.append(savings_start(problem, instances))
+        # where the unit accepts the savings routes, it accepts what pool_search builds (not SDVRP, CVRPTW)
+        pooled = torch.isfinite(starts[-1][0]) & (perturbations > 0)
     searching = time.monotonic()
-    pooled = capacity_routes(problem, instances) and perturbations > 0  # the iterated search is pool_search
-    cost, tours = search_starts(problem, instances, starts, deadline - (ITERATED_SHARE * budget if pooled else 0.0))
+    left = ITERATED_SHARE * budget * float(pooled.float().mean())
+    cost, tours = search_starts(problem, instances, starts, deadline - left)
     searched = cost.clone()
     first_round = time.monotonic() - searching  # what a round of the iterated search is judged by
     if fleet is not None:
         cost, tours = within_fleet(problem, instances, cost, tours, fleet, deadline)
         fleet = torch.where(route_counts(tours) > fleet, problem.n_total_of(instances), fleet)
-    if pooled:
-        cost, tours = pool_search(problem, instances, cost, tours, deadline, generator, fleet)
+    if bool(pooled.any()):
+        cost, tours = pool_search(problem, instances, cost, tours, deadline, generator, fleet, pooled)
     elif closed_tour(problem) and tours.shape[1] >= MIN_PERTURBED and perturbations > 0:
         cost, tours = perturbation_search(problem, instances, cost, tours, deadline, perturbations, generator,
                                           first_round=first_round)
