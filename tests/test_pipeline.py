@@ -286,3 +286,17 @@ def test_pipeline__a_bad_fleet_is_refused_by_name():
     tsp = get_problem("tsp")
     with pytest.raises(ValueError, match="fleet: tsp has no routes"):
         best(None, tsp, instances(tsp, 2, 10), 0.01, fleet=fleet)
+
+
+def test_pipeline__no_pool_search_where_the_unit_refuses_capacity_only_routes(monkeypatch):
+    """CVRPTW loads a demand too, but its time windows refuse the savings routes, and with them what the pool
+    search builds from loads and lengths alone: it gets no share of the budget there; CVRP does."""
+    from agents.references import pipeline
+
+    calls = []
+    monkeypatch.setattr(pipeline, "pool_search", lambda *a, **k: calls.append(a[0].name) or (a[2], a[3]))
+    for name in ("cvrptw", "cvrp"):
+        problem = get_problem(name)
+        found = best(None, problem, instances(problem, 2, 15), 0.05)
+        assert torch.isfinite(found.cost).all()
+    assert calls == ["cvrp"]
