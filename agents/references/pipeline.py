@@ -97,7 +97,7 @@ def heuristic_start(problem, instances) -> Tensor:
 
 def capacity_routes(problem, instances) -> bool:
     """Routes from a depot that serve every customer and load its ``demand`` (a fraction of a capacity of 1),
-    whatever else the unit adds (a fleet, time windows): where :func:`savings_start` and :func:`ruin_recreate`,
+    whatever else the unit adds (a fleet, time windows): where :func:`savings_start` and :func:`pool_search`,
     which read ``locs`` and ``demand`` alone, make tours; the unit's replay decides whether these hold and what
     they cost (CVRPMVC charges the routes beyond its fleet)."""
     fields = set(instances._fields)
@@ -227,7 +227,8 @@ def route_counts(tours: Tensor) -> Tensor:
 def ruin_routes(routes: list[list[int]], demand: list[float], dist, rng: random.Random):
     """``(routes, out)``: one instance's routes with some customers taken out, and those customers: on
     :data:`ROUTE_RUINS` of the calls the least loaded route's, else those nearest a random customer
-    (:data:`RUINED`, it included; :func:`ruin_recreate`'s ruins, on route lists)."""
+    (:data:`RUINED`, it included). SISR's strings of adjacent routes in place of the customers nearest a random
+    one did the same (from the savings routes, 1 s a file: A/B/E/P 1.48 against 1.42 %, X 4.07 against 4.05 %)."""
     n = len(dist)
     if rng.random() < ROUTE_RUINS:
         routes = sorted(routes, key=lambda r: sum(demand[v] for v in r))
