@@ -94,12 +94,11 @@ def real_rows(time_limit: float, sets: list[str]) -> list[tuple]:
         name = set_of(real.name, real.problem)
         if name not in sets:
             continue
-        # k for A/B/E/P, as routing-gym eval gives it; X's rows are those of --no-fleet (the table reports
-        # their routes against the k in their names)
-        fleet = fleet_of(real) if name == "CVRPLIB A/B/E/P" else None
+        fleet = fleet_of(real)  # k where the file's reference is for k vehicles (A/B/E/P), as routing-gym eval
         out = pieces(get_problem(real.problem), real.instance, time_limit, fleet and fleet.num_vehicles.long())
         gaps = [NAN if tours is None else tsplib.gap(real, tsplib.cost(real, tours)) for tours in out[:4]]
-        routes = f"{count_routes(out[3])} ({tsplib.fleet_size(path)})" if real.problem == "cvrp" else "-"
+        named = tsplib.FLEET_IN_NAME.search(real.name)  # X's k: the least number of routes, not a fleet
+        routes = f"{count_routes(out[3])} ({named.group(1) if named else '-'})" if real.problem == "cvrp" else "-"
         rows.append((name, real.name, *gaps, out[4], routes))
     return rows
 

@@ -597,14 +597,20 @@ TSPLIB_OPTIMA = {"att48": 10628.0, "eil51": 426.0, "berlin52": 7542.0, "st70": 6
 # -- fixed fleets ---------------------------------------------------------------------------------
 FLEET_IN_NAME = re.compile(r"-k(\d+)$")  # CVRPLIB's A/B/E/P/X names: "E-n51-k5"
 FLEET_IN_COMMENT = re.compile(r"\bno\.?\s+of\s+(?:trucks|vehicles)\s*[:=]?\s*(\d+)", re.I)  # "Min no of trucks: 5"
+UNLIMITED_FLEET = re.compile(r"^X-n\d+-k\d+$")  # Uchoa et al. (2017)'s X set: k is the least number of routes
 
 
 def fleet_size(path: str | os.PathLike, comment: str | None = None) -> int | None:
-    """The fleet k of a CVRPLIB instance: from its name (``E-n51-k5`` -> 5), else from ``comment`` (``No of
-    trucks: 5``, ``Min no of trucks: 10``), else from the file's own ``COMMENT`` line where ``path`` is a
-    file (``comment`` not given); None where none says it."""
+    """The fleet k of a CVRPLIB instance, whose reference is for exactly k vehicles: from its name (``E-n51-k5``
+    -> 5), else from ``comment`` (``No of trucks: 5``, ``Min no of trucks: 10``), else from the file's own
+    ``COMMENT`` line where ``path`` is a file (``comment`` not given); None where none says it, and for the X
+    instances (``X-n101-k25``): Uchoa et al. (2017) "follow the convention of not fixing the number of routes",
+    the k of their names being the least number the demand needs (X-n101-k25's optimum uses 26 routes)."""
     path = Path(path)
-    match = FLEET_IN_NAME.search(path.name[:-len(path.suffix)] if path.suffix == ".vrp" else path.name)
+    name = path.name[:-len(path.suffix)] if path.suffix == ".vrp" else path.name
+    if UNLIMITED_FLEET.match(name):
+        return None
+    match = FLEET_IN_NAME.search(name)
     if match is None and comment is None and path.is_file():
         comment = next((line for line in read_text(path).splitlines() if line.upper().startswith("COMMENT")), "")
     match = match or FLEET_IN_COMMENT.search(comment or "")

@@ -151,7 +151,7 @@ def test_cvrpmvc__cvrplib_names_carry_k():
     from routing_gym.tsplib import fleet_size
     assert fleet_size("E-n51-k5.vrp") == 5
     assert fleet_size("/data/A-n32-k5.vrp") == 5
-    assert fleet_size("X-n101-k25") == 25
+    assert fleet_size("X-n101-k25") is None and fleet_size("X-n101-k25.vrp") is None  # Uchoa et al.: no fleet
     assert fleet_size("P-n16-k8.vrp", comment="(Augerat et al, No of trucks: 8, Optimal value: 450)") == 8
     assert fleet_size("M-n101.vrp", comment="Min no of trucks: 10, Best value: 820") == 10
     assert fleet_size("eil51.tsp") is None and fleet_size("X-n101.vrp", comment="") is None
