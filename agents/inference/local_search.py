@@ -446,8 +446,8 @@ def improve(problem, instance, tours, *, max_rounds: int = 1000, time_limit: flo
     tours = as_tours(instance, tours)
     began = time.monotonic()
     cost = tour_cost(problem, instance, tours) if cost is None else cost
-    # the final replay takes about as long as this first one (where it ran): the rounds end that much earlier
-    deadline = None if time_limit is None else 2 * began + time_limit - time.monotonic()
+    checked = time.monotonic() - began  # the final replay takes about as long (where this one ran)
+    deadline = None if time_limit is None else began + time_limit - checked  # the rounds leave it that time
     if problem.policy.coordinates is None:  # no Euclidean lengths to search with (see the module docstring)
         return tours, cost
     n = instance.locs.shape[1]

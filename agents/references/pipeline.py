@@ -155,6 +155,10 @@ def eliminate_routes(routes: list[list[int]], demand: list[float], dist, k: int,
         stops = [0, *route, 0]
         return [dist[a][v] + dist[v][b] - dist[a][b] for a, b in zip(stops, stops[1:])]
 
+    def cheapest(route, v) -> tuple[float, int]:
+        """(added length, position) of ``v``'s cheapest insertion in ``route``."""
+        return min((c, i) for i, c in enumerate(insertions(route, v)))
+
     def ejections(j: int, v: int):
         """``(change of route j's length, out)`` for each set ``out`` of one or two positions of route j whose
         customers, taken out, leave room for ``v``, inserted at its cheapest position in what is left. Removing
@@ -194,8 +198,7 @@ def eliminate_routes(routes: list[list[int]], demand: list[float], dist, k: int,
             return None
         steps -= 1
         v = pool.pop()
-        room = [(min((c, i) for i, c in enumerate(insertions(r, v))), j)
-                for j, r in enumerate(routes) if loads[j] + demand[v] <= cap]
+        room = [(cheapest(r, v), j) for j, r in enumerate(routes) if loads[j] + demand[v] <= cap]
         if not room and len(routes) < k:
             routes.append([v])
             loads.append(demand[v])
@@ -210,7 +213,7 @@ def eliminate_routes(routes: list[list[int]], demand: list[float], dist, k: int,
             pool.extend(routes[j][a] for a in out)
             routes[j] = [u for a, u in enumerate(routes[j]) if a not in out]
             loads[j] = sum(demand[u] for u in routes[j])
-            room = [(min((c, i) for i, c in enumerate(insertions(routes[j], v))), j)]
+            room = [(cheapest(routes[j], v), j)]
         (_, at), j = min(room)
         routes[j].insert(at, v)
         loads[j] += demand[v]
