@@ -143,8 +143,9 @@ def gather_rows(state, index: Tensor):
 
 
 def observation(problem, state) -> dict[str, Tensor]:
-    """The observation of a state as the spaces declare it (``action_mask`` int8), batched tensors."""
-    return {**problem.observe(state), "action_mask": state.mask.to(torch.int8)}
+    """The observation of a state as the spaces declare it, batched tensors: ``action_mask`` is the state's
+    int8 mask itself (no copy; a step makes a new one)."""
+    return {**problem.observe(state), "action_mask": state.mask}
 
 
 def clear_records(rows: Tensor, returns: Tensor, elapsed: Tensor, tours: Tensor, ended_invalid: Tensor) -> None:

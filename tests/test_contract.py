@@ -134,7 +134,7 @@ def test_step_cost_bound__exceeds_every_valid_step(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_masks__are_uint8_zero_or_one(name):
+def test_masks__are_int8_zero_or_one(name):
     problem = PROBLEMS[name]
     for _, nxt, _ in random_episodes(problem, problem.valid_num_nodes(6)):
         for field in ("mask", "visited"):

@@ -425,6 +425,20 @@ def test_step__torch_mode_without_autoreset_never_reads_the_host(problem):
             obs, *_ = venv.step(torch.where(torch.arange(16) == t % 16, a + 1000, a))
 
 
+@pytest.mark.parametrize("problem", ["TSP", "CVRP"])
+def test_observation__action_mask_is_int8_and_kept_by_the_next_steps(problem):
+    """Torch mode gives the state's int8 mask as ``action_mask`` (no copy): an observation a user keeps
+    still reads as it was after later steps and automatic resets."""
+    venv = make_vec(problem, num_envs=4, n=5, array_type="torch", autoreset_mode="SameStep")
+    obs, _ = venv.reset(seed=0)
+    kept = []
+    for _ in range(12):
+        assert obs["action_mask"].dtype == torch.int8
+        kept.append((obs["action_mask"], obs["action_mask"].clone()))
+        obs, *_ = venv.step(obs["action_mask"].argmax(1))
+    assert all(torch.equal(held, copy) for held, copy in kept)
+
+
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
 @pytest.mark.parametrize("problem", sorted(p.upper() for p in routing_gym.PROBLEMS))
 def test_autoreset__off_the_cpu_never_reads_the_host_and_every_episode_is_fresh(problem, mode):

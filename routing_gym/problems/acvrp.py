@@ -32,12 +32,12 @@ class ACVRPState(NamedTuple):
     instance: ACVRPInstance
     current: Tensor  # (B,) int64 current node (0 = depot)
     used: Tensor  # (B,) float32 load on the current route, fraction of capacity
-    visited: Tensor  # (B, N) uint8 mask, customers served (the depot column is unused)
+    visited: Tensor  # (B, N) int8 mask, customers served (the depot column is unused)
     num_steps: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 cost of all routes so far
     cost_bound: Tensor  # (B,) float32 more than one step can cost (``step_cost_bound``), fixed at reset
     done: Tensor  # (B,) bool
-    mask: Tensor  # (B, N) uint8 mask, 1 = allowed
+    mask: Tensor  # (B, N) int8 mask, 1 = allowed
 
 
 class ACVRP(Problem):

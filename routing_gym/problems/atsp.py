@@ -42,12 +42,12 @@ class ATSPState(NamedTuple):
     instance: ATSPInstance
     first: Tensor  # (B,) int64 start node (0 before the first action)
     current: Tensor  # (B,) int64 last visited node (0 before the first action)
-    visited: Tensor  # (B, N) uint8 mask (``masks``)
+    visited: Tensor  # (B, N) int8 mask (``masks``)
     num_steps: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 tour length so far
     cost_bound: Tensor  # (B,) float32 more than one step can cost (``step_cost_bound``), fixed at reset
     done: Tensor  # (B,) bool
-    mask: Tensor  # (B, N) uint8 mask, 1 = allowed
+    mask: Tensor  # (B, N) int8 mask, 1 = allowed
 
 
 def shortest_path_closure(matrix: Tensor) -> Tensor:

@@ -23,7 +23,7 @@ rules). The declarations, each with its default where it has one:
   ``instance_from_observation(obs) -> Instance``: the instances behind a first observation (planned tours);
 - ``optional_visits``: whether a tour may leave nodes out, and for what (``None``, ``"orienteering"``,
   ``"prize_collecting"``), the fact the heuristics read;
-- ``reset(instance) -> State``, with ``visited`` and ``mask`` as (B, N) uint8 masks (``masks``);
+- ``reset(instance) -> State``, with ``visited`` and ``mask`` as (B, N) int8 masks (``masks``);
 - ``transition(state, action, active) -> (State, cost)``: the problem's rules for the sub-envs in
   ``active``, the new state's ``mask`` by those rules and the cost of the step (zero where inactive).
   Inactive sub-envs (finished, or taking a masked action) arrive with ``action == state.current``, so
@@ -594,7 +594,7 @@ def finish(problem, state, stop: Tensor):
     to its no-op node."""
     done = state.done | stop
     noop = problem.noop(state)[:, None]
-    # rows of done sub-envs cleared (a uint8 product: on the CPU, bool ops broadcasting (B, 1) against (B, N)
+    # rows of done sub-envs cleared (a byte product: on the CPU, bool ops broadcasting (B, 1) against (B, N)
     # are slower), then the no-op node set where done
     keep = state.mask * mask_of(~done)[:, None]
     mask = keep.scatter_(1, noop, state.mask.gather(1, noop) | mask_of(done)[:, None])

@@ -50,11 +50,11 @@ class CVRPState(NamedTuple):
     current: Tensor  # (B,) int64 current node (0 = depot)
     current_loc: Tensor  # (B, 2) float32
     used: Tensor  # (B,) float32 load on the current route, fraction of capacity
-    visited: Tensor  # (B, N) uint8 mask, customers served (the depot column is unused)
+    visited: Tensor  # (B, N) int8 mask, customers served (the depot column is unused)
     num_steps: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 length of all routes so far
     done: Tensor  # (B,) bool
-    mask: Tensor  # (B, N) uint8 mask, 1 = allowed
+    mask: Tensor  # (B, N) int8 mask, 1 = allowed
 
 
 class CVRP(Problem):

@@ -58,11 +58,11 @@ class CVRPTWState(NamedTuple):
     current_loc: Tensor  # (B, 2) float32
     used: Tensor  # (B,) float32 load on the current route, fraction of capacity
     time: Tensor  # (B,) float32 clock of the current route: when the last service ended (0 at the depot)
-    visited: Tensor  # (B, N) uint8 mask, customers served (the depot column is unused)
+    visited: Tensor  # (B, N) int8 mask, customers served (the depot column is unused)
     num_steps: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 length of all routes so far
     done: Tensor  # (B,) bool
-    mask: Tensor  # (B, N) uint8 mask, 1 = allowed
+    mask: Tensor  # (B, N) int8 mask, 1 = allowed
 
 
 def _in_time(inst: CVRPTWInstance, back: Tensor, time: Tensor, current_loc: Tensor) -> Tensor:

@@ -1,15 +1,17 @@
 """Node masks, the one representation of every problem unit's per-node flags (``visited``, the allowed
-``mask``): (B, N) ``uint8`` tensors holding 0 or 1 (1 = visited / allowed).
+``mask``): (B, N) ``int8`` tensors holding 0 or 1 (1 = visited / allowed).
 
-uint8, not bool, because ``torch.compile``'s CPU code loads and stores bool tensors one element at a time
-(through mask conversions) and vectorises uint8 ones. The rules stay written with bools: :func:`flags`
-reads a mask as a bool tensor and :func:`mask_of` stores a bool condition as a mask, both zero-copy views
-(a 0/1 byte is a valid bool), so an eager step makes no extra pass over (B, N)::
+Bytes, not bool, because ``torch.compile``'s CPU code loads and stores bool tensors one element at a time
+(through mask conversions) and vectorises byte ones. int8 because it is the dtype of the observation's
+``action_mask`` (``MultiBinary``), so the vector env gives the state's mask as it is, without a copy (the
+state's masks are never written in place: a step makes new ones). The rules stay written with bools:
+:func:`flags` reads a mask as a bool tensor and :func:`mask_of` stores a bool condition as a mask, both
+zero-copy views (a 0/1 byte is a valid bool), so an eager step makes no extra pass over (B, N)::
 
     allowed = ~flags(visited) & (demand + used[:, None] <= 1.0)   # bool rules, as read
-    return mask_of(allowed)                                      # stored as uint8
+    return mask_of(allowed)                                      # stored as int8
 
-Only these helpers write masks, so every byte stays 0 or 1 (``~`` on a uint8 mask would give 254/255:
+Only these helpers write masks, so every byte stays 0 or 1 (``~`` on an int8 mask would give -1/-2:
 negate its :func:`flags`).
 """
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-MASK_DTYPE = torch.uint8
+MASK_DTYPE = torch.int8
 
 
 def empty_mask(batch_size: int, num_nodes: int, device: Any) -> Tensor:
@@ -34,7 +36,7 @@ def full_mask(batch_size: int, num_nodes: int, device: Any) -> Tensor:
 
 def flags(mask: Tensor) -> Tensor:
     """The mask as a bool tensor of the same shape: a view in eager code (no copy); a comparison under
-    ``torch.compile``, which fuses it into its kernels (inductor's vectorised C++ has no bool <-> uint8
+    ``torch.compile``, which fuses it into its kernels (inductor's vectorised C++ has no bool <-> byte
     bit cast)."""
     return mask != 0 if torch.compiler.is_compiling() else mask.view(torch.bool)
 

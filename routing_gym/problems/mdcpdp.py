@@ -78,14 +78,14 @@ class MDCPDPState(NamedTuple):
     current_loc: Tensor  # (B, 2) float32
     on_road: Tensor  # (B,) bool a vehicle has left its depot and is not back
     carried: Tensor  # (B,) int64 orders on board
-    visited: Tensor  # (B, N) uint8 mask: customers visited, depots whose vehicle has left
+    visited: Tensor  # (B, N) int8 mask: customers visited, depots whose vehicle has left
     num_steps: Tensor  # (B,) int64 actions taken
     route_length: Tensor  # (B,) float32 length of the current route so far (the arrival time)
     longest: Tensor  # (B,) float32 longest route so far, the one in progress included
     length: Tensor  # (B,) float32 length of all routes so far (returns free in open mode)
     lateness: Tensor  # (B,) float32 sum of the arrival times at the deliveries so far
     done: Tensor  # (B,) bool
-    mask: Tensor  # (B, N) uint8 mask, 1 = allowed
+    mask: Tensor  # (B, N) int8 mask, 1 = allowed
 
 
 class MDCPDP(Problem):

@@ -68,13 +68,13 @@ class MPDPState(NamedTuple):
     current_loc: Tensor  # (B, 2) float32
     agent: Tensor  # (B,) int64 the vehicle on the road, 0-based (RL4CO's count_depot)
     carried: Tensor  # (B,) int64 pickups on board (visited, their delivery not yet)
-    visited: Tensor  # (B, N) uint8 mask (the depot column is unused)
+    visited: Tensor  # (B, N) int8 mask (the depot column is unused)
     num_steps: Tensor  # (B,) int64 actions taken
     route_length: Tensor  # (B,) float32 length of the current vehicle's route so far
     longest: Tensor  # (B,) float32 longest route so far, the one in progress included
     length: Tensor  # (B,) float32 length of all routes so far
     done: Tensor  # (B,) bool
-    mask: Tensor  # (B, N) uint8 mask, 1 = allowed
+    mask: Tensor  # (B, N) int8 mask, 1 = allowed
 
 
 class MPDP(Problem):

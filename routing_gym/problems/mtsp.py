@@ -60,19 +60,19 @@ class MTSPState(NamedTuple):
     current: Tensor  # (B,) int64 current node (0 = depot)
     current_loc: Tensor  # (B, 2) float32
     agent: Tensor  # (B,) int64 the salesman on the road, 0-based (RL4CO's agent_idx)
-    visited: Tensor  # (B, N) uint8 mask, customers visited (the depot column is unused)
+    visited: Tensor  # (B, N) int8 mask, customers visited (the depot column is unused)
     num_steps: Tensor  # (B,) int64 actions taken
     route_length: Tensor  # (B,) float32 length of the current salesman's route so far (RL4CO's current_length)
     longest: Tensor  # (B,) float32 longest route so far, the one in progress included (max_subtour_length)
     length: Tensor  # (B,) float32 length of all routes so far
     done: Tensor  # (B,) bool
-    mask: Tensor  # (B, N) uint8 mask, 1 = allowed
+    mask: Tensor  # (B, N) int8 mask, 1 = allowed
 
 
 class Leg(NamedTuple):
     """One step of vehicles that take their routes in turn from the depot (node 0): what mTSP and MPDP share."""
 
-    visited: Tensor  # (B, N) uint8 mask with the action's node set
+    visited: Tensor  # (B, N) int8 mask with the action's node set
     finished: Tensor  # (B,) bool the step serves the last customer (the return is added)
     travel: Tensor  # (B,) float32 the step's edge (and the return, when finished)
     longest: Tensor  # (B,) float32 the longest route so far, the current one included

@@ -56,12 +56,12 @@ class OPState(NamedTuple):
     budget: Tensor  # (B, N) float32 longest length at which node i can be reached: max_length - d(i, 0) - 1e-6
     current: Tensor  # (B,) int64 (0 = depot)
     current_loc: Tensor  # (B, 2) float32
-    visited: Tensor  # (B, N) uint8 mask (``masks``)
+    visited: Tensor  # (B, N) int8 mask (``masks``)
     num_steps: Tensor  # (B,) int64
     length: Tensor  # (B,) float32 tour length so far (without the return)
     collected: Tensor  # (B,) float32 prize so far
     done: Tensor  # (B,) bool
-    mask: Tensor  # (B, N) uint8 mask, 1 = allowed
+    mask: Tensor  # (B, N) int8 mask, 1 = allowed
 
 
 class OP(Problem):

@@ -53,12 +53,12 @@ class PCTSPState(NamedTuple):
     instance: PCTSPInstance
     current: Tensor  # (B,) int64 (0 = depot)
     current_loc: Tensor  # (B, 2) float32
-    visited: Tensor  # (B, N) uint8 mask (the depot column is unused)
+    visited: Tensor  # (B, N) int8 mask (the depot column is unused)
     num_steps: Tensor  # (B,) int64
     length: Tensor  # (B,) float32 tour length so far
     collected: Tensor  # (B,) float32 prize so far
     done: Tensor  # (B,) bool
-    mask: Tensor  # (B, N) uint8 mask, 1 = allowed
+    mask: Tensor  # (B, N) int8 mask, 1 = allowed
 
 
 class PCTSP(Problem):

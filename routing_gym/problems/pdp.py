@@ -35,11 +35,11 @@ class PDPState(NamedTuple):
     partner_locs: Tensor  # (B, N, 2) float32 coordinates of each node's partner (the depot: its own; fixed)
     current: Tensor  # (B,) int64 current node (0 = depot)
     current_loc: Tensor  # (B, 2) float32
-    visited: Tensor  # (B, N) uint8 mask (the depot column is unused)
+    visited: Tensor  # (B, N) int8 mask (the depot column is unused)
     num_steps: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 tour length so far
     done: Tensor  # (B,) bool
-    mask: Tensor  # (B, N) uint8 mask, 1 = allowed
+    mask: Tensor  # (B, N) int8 mask, 1 = allowed
 
 
 def pairs(locs: Tensor, num_depots: int = 1) -> tuple[Tensor, Tensor]:

@@ -38,11 +38,11 @@ class SHPPState(NamedTuple):
     is_end: Tensor  # (B, N) float32 1 at the end node (N - 1), 0 elsewhere (fixed; drawn as node size)
     current: Tensor  # (B,) int64 last node of the path (0 = the start)
     current_loc: Tensor  # (B, 2) float32
-    visited: Tensor  # (B, N) uint8 mask, the start visited from reset
+    visited: Tensor  # (B, N) int8 mask, the start visited from reset
     num_steps: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 path length so far
     done: Tensor  # (B,) bool
-    mask: Tensor  # (B, N) uint8 mask, 1 = allowed
+    mask: Tensor  # (B, N) int8 mask, 1 = allowed
 
 
 class SHPP(Problem):

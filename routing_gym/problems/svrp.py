@@ -51,11 +51,11 @@ class SVRPState(NamedTuple):
     current: Tensor  # (B,) int64 current node (0 = depot)
     current_loc: Tensor  # (B, 2) float32
     tech: Tensor  # (B,) int64 the technician on the road, 0-based (RL4CO's current_tech)
-    visited: Tensor  # (B, N) uint8 mask, customers served (the depot column is unused)
+    visited: Tensor  # (B, N) int8 mask, customers served (the depot column is unused)
     num_steps: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 cost so far (rate-weighted length)
     done: Tensor  # (B,) bool
-    mask: Tensor  # (B, N) uint8 mask, 1 = allowed
+    mask: Tensor  # (B, N) int8 mask, 1 = allowed
 
 
 def tech_cost(tech: Tensor) -> Tensor:

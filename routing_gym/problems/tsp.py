@@ -27,11 +27,11 @@ class TSPState(NamedTuple):
     current: Tensor  # (B,) int64 last visited node (0 before the first action)
     first_loc: Tensor  # (B, 2) float32 coordinates of the start node
     current_loc: Tensor  # (B, 2) float32 coordinates of the current node
-    visited: Tensor  # (B, N) uint8 mask (``masks``)
+    visited: Tensor  # (B, N) int8 mask (``masks``)
     num_steps: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 tour length so far
     done: Tensor  # (B,) bool
-    mask: Tensor  # (B, N) uint8 mask, 1 = allowed
+    mask: Tensor  # (B, N) int8 mask, 1 = allowed
 
 
 class TSP(Problem):

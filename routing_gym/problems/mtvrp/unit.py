@@ -58,7 +58,7 @@ class MTVRPInstance(NamedTuple):
 
 class MTVRPState(NamedTuple):
     instance: MTVRPInstance
-    is_depot: Tensor  # (B, N) uint8 mask of the depots (fixed)
+    is_depot: Tensor  # (B, N) int8 mask of the depots (fixed)
     current: Tensor  # (B,) int64 current node
     current_loc: Tensor  # (B, 2) float32
     route_depot: Tensor  # (B,) int64 the depot the current route left from (and returns to)
@@ -68,11 +68,11 @@ class MTVRPState(NamedTuple):
     time: Tensor  # (B,) float32 the route's clock: when the last service ended (0 at a depot)
     route_length: Tensor  # (B,) float32 length of the current route so far
     relocated: Tensor  # (B,) bool the last action moved between depots
-    visited: Tensor  # (B, N) uint8 mask, customers served (depot columns unused)
+    visited: Tensor  # (B, N) int8 mask, customers served (depot columns unused)
     num_steps: Tensor  # (B,) int64 actions taken
     length: Tensor  # (B,) float32 cost so far
     done: Tensor  # (B,) bool
-    mask: Tensor  # (B, N) uint8 mask, 1 = allowed
+    mask: Tensor  # (B, N) int8 mask, 1 = allowed
 
 
 def flags_of(instance: MTVRPInstance) -> Flags:
