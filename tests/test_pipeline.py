@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from agents.inference.local_search import improve, two_opt
+from agents.references import pipeline
 from agents.references.pipeline import (START_SLACK, best, construction, double_bridge, eliminate_routes,
-                                       pool_search, route_counts, route_lists, savings_start, search_starts,
-                                       within_fleet)
+                                       final_check, pool_search, route_counts, route_lists, savings_start,
+                                       search_starts, within_fleet)
 from agents.inference.search import decode
 from agents.policies.pretrained import load_pretrained
 from agents.references.heuristics import construct, improve_routes, nearest_neighbour_tsp
@@ -132,6 +133,37 @@ def test_pipeline__a_budget_the_heuristic_starts_spend_runs_no_construction(name
     found = best(Untouchable(), problem, inst, time_limit=1e-6)
     assert torch.allclose(tour_cost(problem, inst, found.tours), found.cost)
     assert torch.isinf(found.construction).all() and (found.cost <= found.baseline + 1e-9).all()
+
+
+@pytest.mark.parametrize("name", ["tsp", "cvrp"])
+def test_final_check__replays_only_the_tours_no_start_holds(name, monkeypatch):
+    """The pipeline's last replay: rows whose tour is a start keep the start's replayed cost (nothing
+    replayed); the others are replayed, and an infeasible one is an error."""
+    problem = get_problem(name)
+    inst = instances(problem, 4, 12)
+    start = nearest_neighbour_2opt(problem, inst)
+    start_cost = tour_cost(problem, inst, start)
+    replayed = []
+    real = pipeline.replay
+    monkeypatch.setattr(pipeline, "replay", lambda p, i, t: replayed.append(t.shape[0]) or real(p, i, t))
+    assert torch.equal(final_check(problem, inst, start, [(start_cost, start)]), start_cost.double())
+    assert replayed == []
+    # other valid tours: TSP's reversed, CVRP's nearest feasible customer before 2-opt
+    other = torch.flip(start, dims=(1,)) if name == "tsp" else construct(problem, inst)
+    width = max(other.shape[1], start.shape[1])
+    differs = int((pad(other, width) != pad(start, width)).any(dim=1).sum()) if name == "cvrp" else 4
+    assert differs > 0
+    cost = final_check(problem, inst, other, [(start_cost, start)])
+    assert replayed == [differs] and torch.allclose(cost, tour_cost(problem, inst, other).double())
+    broken = start.clone()
+    broken[0, 1] = broken[0, 0]  # the first customer twice: the unit refuses it
+    with pytest.raises(RuntimeError, match="infeasible tour"):
+        final_check(problem, inst, broken, [(start_cost, start)])
+
+
+def pad(tours, width):
+    """Route tours padded with the depot (the no-op) to ``width``."""
+    return torch.cat([tours, tours.new_zeros(tours.shape[0], width - tours.shape[1])], dim=1)
 
 
 def test_pipeline__respects_its_time_limit_roughly():
