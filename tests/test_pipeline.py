@@ -61,6 +61,26 @@ def test_construction__decodes_the_symmetric_copies_that_fit_in_its_time(name):
     torch.testing.assert_close(none_left, decode(policy, problem, inst, "greedy").cost)
 
 
+def test_construction__multi_start_only_where_the_search_would_start_from_it(monkeypatch):
+    """Given the heuristic starts' costs (``bar``), the multi-start decodes only the instances whose
+    construction is within START_SLACK of them; the others keep their greedy x 8 tours."""
+    problem = get_problem("cvrp")
+    policy = load_pretrained("cvrp", 20)
+    inst = instances(problem, 4, 20, seed=5)
+    greedy8 = decode(policy, problem, inst, "greedy", augment=8).cost.double()
+    decoded = []
+    real = pipeline.best_of_copies
+    monkeypatch.setattr(pipeline, "best_of_copies",
+                        lambda pol, prob, some, copies, **kw: decoded.append((some[0].shape[0], len(copies.transform)))
+                        or real(pol, prob, some, copies, **kw))
+    bar = torch.tensor([0.5, 1.0, 0.5, 1.0]).double() * greedy8  # rows 1 and 3 within the slack, 0 and 2 far off
+    cost = construction(policy, problem, inst, time.monotonic() + 60, bar=bar)[0]
+    multi = [rows for rows, copies in decoded[2:]]
+    assert decoded[:2] == [(4, 1), (4, 7)] and multi and set(multi) == {2}  # greedy, the transforms, then 2 rows
+    torch.testing.assert_close(cost[[0, 2]], greedy8[[0, 2]])
+    assert (cost[[1, 3]] <= greedy8[[1, 3]] + 1e-9).all()
+
+
 def test_pipeline__without_a_policy_searches_from_the_heuristic_start():
     problem = get_problem("tsp")
     inst = instances(problem, 3, 40)
