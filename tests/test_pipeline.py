@@ -296,9 +296,31 @@ def test_pipeline__route_elimination_puts_the_routes_on_the_fleet_or_says_it_cou
                             distances(inst.locs[:1])[0].tolist(), least - 1, random.Random(0), 10_000) is None
 
 
+def test_within_fleet__draws_its_randomness_from_the_generator(monkeypatch):
+    """The route elimination is seeded from the pipeline's generator: the same seed gives the same routes,
+    another seed another random stream (``best(generator=...)`` varies every random choice)."""
+    problem, inst, tours, fleet = fleet_case()
+    cost = tour_cost(problem, inst, tours)
+    runs = [within_fleet(problem, inst, cost, tours, fleet, float("inf"), torch.Generator().manual_seed(0))
+            for _ in range(2)]
+    assert torch.equal(runs[0][1], runs[1][1])
+    first_draws = []
+    real = pipeline.eliminate_routes
+    monkeypatch.setattr(pipeline, "eliminate_routes",
+                        lambda routes, demand, dist, k, rng, *a: first_draws.append(rng.getstate()) or
+                        real(routes, demand, dist, k, rng, *a))
+    states = {}
+    for seed in (0, 1, 0):
+        first_draws.clear()
+        within_fleet(problem, inst, cost, tours, fleet, float("inf"), torch.Generator().manual_seed(seed))
+        assert states.setdefault(seed, first_draws[0]) == first_draws[0]  # seed 0 twice: the same stream
+    assert states[0] != states[1]
+
+
 def test_pipeline__pool_search_within_a_fleet_opens_no_route_beyond_it():
     problem, inst, tours, fleet = fleet_case()
-    cost, tours = within_fleet(problem, inst, tour_cost(problem, inst, tours), tours, fleet, float("inf"))
+    cost, tours = within_fleet(problem, inst, tour_cost(problem, inst, tours), tours, fleet, float("inf"),
+                               torch.Generator().manual_seed(0))
     check_routes(problem, inst, tours, fleet)
     found_cost, found = pool_search(problem, inst, cost, tours, time.monotonic() + 6 * 0.3,
                                     torch.Generator().manual_seed(1), fleet)

@@ -248,16 +248,17 @@ def route_length(routes: list[list[int]], dist) -> float:
     return sum(dist[a][b] for r in routes for a, b in zip([0, *r], [*r, 0]))
 
 
-def within_fleet(problem, instances, cost: Tensor, tours: Tensor, fleet: Tensor,
-                 deadline: float) -> tuple[Tensor, Tensor]:
+def within_fleet(problem, instances, cost: Tensor, tours: Tensor, fleet: Tensor, deadline: float,
+                 generator: torch.Generator) -> tuple[Tensor, Tensor]:
     """``(cost (B,), tours (B, S))``: the tours with more routes than ``fleet`` (B,) on at most that many
-    (:func:`eliminate_routes`, one instance at a time, until ``deadline``), replayed through the unit; a row that
-    does not get there (or whose result the unit refuses) keeps its tour."""
+    (:func:`eliminate_routes`, one instance at a time, until ``deadline``, its random choices drawn from
+    ``generator``), replayed through the unit; a row that does not get there (or whose result the unit refuses)
+    keeps its tour."""
     over = (route_counts(tours) > fleet).nonzero().flatten().tolist()
     if not over:
         return cost, tours
     demand, locs = instances.demand.double(), instances.locs
-    rng = random.Random(0)
+    rng = random.Random(int(torch.randint(2**31, (), generator=generator)))
     found = {}
     for row in over:
         d = distances(locs[row:row + 1])[0].tolist()
@@ -469,7 +470,8 @@ def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, 
             first may start.
         perturbations: perturbed copies per instance and round of iterated local search (TSP); 0: no
             iterated search (for routes either).
-        batch_size: rows decoded at a time. generator: the iterated search's randomness (default: seed 0).
+        batch_size: rows decoded at a time. generator: the randomness of the route elimination and of the
+            iterated search (default: seed 0).
         fleet: (B,) the most routes of each instance (CVRPLIB's k), for routes with :func:`capacity_routes`:
             after the local search from the starts, tours with more routes are put on that many
             (:func:`within_fleet`), and the iterated search keeps to that many from there (where the
@@ -514,7 +516,7 @@ def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, 
     searched = cost.clone()
     first_round = time.monotonic() - searching  # what a round of the iterated search is judged by
     if fleet is not None:
-        cost, tours = within_fleet(problem, instances, cost, tours, fleet, deadline)
+        cost, tours = within_fleet(problem, instances, cost, tours, fleet, deadline, generator)
         fleet = torch.where(route_counts(tours) > fleet, problem.n_total_of(instances), fleet)
     if bool(pooled.any()):
         cost, tours = pool_search(problem, instances, cost, tours, deadline, generator, fleet, pooled)
