@@ -13,7 +13,7 @@ from agents.references import pipeline
 from agents.references.pipeline import (START_SLACK, best, construction, double_bridge, eliminate_routes,
                                        final_check, pool_search, route_counts, route_lists, savings_start,
                                        search_starts, within_fleet)
-from agents.inference.search import decode
+from agents.inference.search import decode, pad_tours
 from agents.policies.pretrained import load_pretrained
 from agents.references.heuristics import construct, improve_routes, nearest_neighbour_tsp
 from routing_gym.problems import get_problem, tour_cost
@@ -171,7 +171,7 @@ def test_final_check__replays_only_the_tours_no_start_holds(name, monkeypatch):
     # other valid tours: TSP's reversed, CVRP's nearest feasible customer before 2-opt
     other = torch.flip(start, dims=(1,)) if name == "tsp" else construct(problem, inst)
     width = max(other.shape[1], start.shape[1])
-    differs = int((pad(other, width) != pad(start, width)).any(dim=1).sum()) if name == "cvrp" else 4
+    differs = int((pad_tours(other, width) != pad_tours(start, width)).any(dim=1).sum()) if name == "cvrp" else 4
     assert differs > 0
     cost = final_check(problem, inst, other, [(start_cost, start)])
     assert replayed == [differs] and torch.allclose(cost, tour_cost(problem, inst, other).double())
@@ -179,11 +179,6 @@ def test_final_check__replays_only_the_tours_no_start_holds(name, monkeypatch):
     broken[0, 1] = broken[0, 0]  # the first customer twice: the unit refuses it
     with pytest.raises(RuntimeError, match="infeasible tour"):
         final_check(problem, inst, broken, [(start_cost, start)])
-
-
-def pad(tours, width):
-    """Route tours padded with the depot (the no-op) to ``width``."""
-    return torch.cat([tours, tours.new_zeros(tours.shape[0], width - tours.shape[1])], dim=1)
 
 
 def test_pipeline__respects_its_time_limit_roughly():

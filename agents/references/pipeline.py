@@ -285,6 +285,7 @@ def cheaper(problem, cost: Tensor, tours: Tensor, new_cost: Tensor, new_tours: T
     return torch.where(take, new_cost, cost), torch.where(take[:, None], new_tours, tours)
 
 
+@torch.no_grad()
 def construction(policy: Policy, problem, instances, deadline: float, *, augment: int = NUM_AUGMENTATIONS,
                  batch_size: int = 1000, bar: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """``(cost (B,), tours (B, S))``: greedy decoding of the instances as they are, then on the other of the
@@ -316,7 +317,8 @@ def construction(policy: Policy, problem, instances, deadline: float, *, augment
     if more > 0:  # the other transforms that fit
         t = torch.arange(1, 1 + more)
         found_cost, found, per_rollout = decoded(every, Copies(t, torch.full_like(t, -1)))
-        cost, tours = cheaper(problem, cost, tours, found_cost, found)
+        width = max(tours.shape[1], found.shape[1])
+        cost, tours = cheaper(problem, cost, pad_tours(tours, width), found_cost, pad_tours(found, width))
     rows = every if bar is None else (cost - bar <= START_SLACK * bar.abs()).nonzero().squeeze(1)
     t = torch.arange(1 + max(more, 0))
     starts = problem.start_nodes(problem.n_total_of(instances))
