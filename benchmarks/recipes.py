@@ -118,15 +118,22 @@ RECIPES = {
     # LABELS[recipe] seeded instances (SELF_LABELS) imitated by that model, 10 epochs, then REINFORCE; one cosine
     # from 1e-4 over both. Greedy decoding learns what the model's search finds
     "selflabel-aug2-cos1e-4": [*from_weights("agents/weights/{problem}{n}.pt", "1e-4"), "--imitation-epochs", "10"],
+    # the same with the shipped model's greedy tours on the 8 symmetric copies of each instance, the best kept
+    # (greedy x 8), as labels: tours the greedy policy itself takes on a copy, with no forced first node (the
+    # multi-start labels' first step is a start the greedy policy has no reason to prefer); 16 imitation epochs
+    "selflabel-greedy8-cos1e-4": [*from_weights("agents/weights/{problem}{n}.pt", "1e-4"), "--imitation-epochs", "16"],
 }
 # recipes that imitate labels first: how many labelled instances they draw (seed LABEL_SEED, apart from every
 # other stream) and which solver labels each problem; the labelling's wall clock counts in the row's minutes
-LABELS = {"sl-small-b128-cos3e-4": 128_000, "selflabel-aug2-cos1e-4": 32_000}
+LABELS = {"sl-small-b128-cos3e-4": 128_000, "selflabel-aug2-cos1e-4": 32_000,
+          "selflabel-greedy8-cos1e-4": 64_000}
 LABEL_SEED = 11
 LABEL_SOLVER = {"tsp": ["--method", "lkh", "--time-limit", "0.1"]}
 # recipes labelled by a policy's search instead (routing-gym eval --save), for any problem
 SELF_LABELS = {"selflabel-aug2-cos1e-4": ["--policy", "agents/weights/{problem}{n}.pt", "--decode", "multistart",
-                                          "--augment", "2"]}
+                                          "--augment", "2"],
+               "selflabel-greedy8-cos1e-4": ["--policy", "agents/weights/{problem}{n}.pt", "--decode", "greedy",
+                                             "--augment", "8"]}
 HELD_OUT = "runs/heldout/{problem}{n}_s5678.npz"
 ROOT = Path("runs/recipes")
 
