@@ -27,7 +27,7 @@ references come from ``routing-gym solve ... --num-instances 10000 --seed 1234 -
 runs/heldout/{problem}{n}_val1234.npz`` (a set drawn from one seed starts with the smaller sets drawn from it).
 Gaps here are ratios of mean costs (the history holds mean costs only).
 
-A recipe in ``LABELS`` first solves its labelled instances (LKH-3 for TSP, seed 11; for a recipe in
+A recipe in ``LABELS`` first solves its labelled instances (LKH-3 for TSP and SHPP, seed 11; for a recipe in
 ``SELF_LABELS``, the shipped model's own multi-start tours, ``routing-gym eval --save``) into the row's folder
 (``labels.npz``, and ``labels.json`` with the seconds it took), then trains with ``--imitate``; the labelling
 counts in the row's budget, and its curve starts at the labelling's end.
@@ -128,7 +128,7 @@ RECIPES = {
 LABELS = {"sl-small-b128-cos3e-4": 128_000, "selflabel-aug2-cos1e-4": 32_000,
           "selflabel-greedy8-cos1e-4": 64_000}
 LABEL_SEED = 11
-LABEL_SOLVER = {"tsp": ["--method", "lkh", "--time-limit", "0.1"]}
+LABEL_SOLVER = {"tsp": ["--method", "lkh", "--time-limit", "0.1"], "shpp": ["--method", "lkh", "--time-limit", "0.1"]}
 # recipes labelled by a policy's search instead (routing-gym eval --save), for any problem
 SELF_LABELS = {"selflabel-aug2-cos1e-4": ["--policy", "agents/weights/{problem}{n}.pt", "--decode", "multistart",
                                           "--augment", "2"],
