@@ -128,7 +128,7 @@ RECIPES = {
 LABELS = {"sl-small-b128-cos3e-4": 128_000, "selflabel-aug2-cos1e-4": 32_000,
           "selflabel-greedy8-cos1e-4": 64_000}
 LABEL_SEED = 11
-LABEL_SOLVER = {"tsp": ["--method", "lkh", "--time-limit", "0.1"], "shpp": ["--method", "lkh", "--time-limit", "0.1"]}
+LABEL_SOLVER = {problem: ["--method", "lkh", "--time-limit", "0.1"] for problem in ("tsp", "shpp")}
 # recipes labelled by a policy's search instead (routing-gym eval --save), for any problem
 SELF_LABELS = {"selflabel-aug2-cos1e-4": ["--policy", "agents/weights/{problem}{n}.pt", "--decode", "multistart",
                                           "--augment", "2"],
