@@ -34,7 +34,8 @@ import torch
 
 from agents.apps.commands.decoding import count_routes
 from agents.apps.commands.eval_files import fleet_of
-from agents.references.pipeline import best, capacity_routes, construction, heuristic_start, savings_start
+from agents.references.pipeline import (best, capacity_routes, construction, heuristic_start, savings_start,
+                                        shipped_reviser)
 from agents.policies.pretrained import load_pretrained, nearest_pretrained_size
 from agents.references.solvers import solve
 from routing_gym import tsplib
@@ -50,17 +51,19 @@ GENERATED = {"tsp": "TSP", "cvrp": "CVRP"}  # the generated sets, by problem
 SETS = ("TSPLIB", "CVRPLIB A/B/E/P", "CVRPLIB X", *GENERATED.values())
 
 
-def pieces(problem, instances, time_limit: float, fleet=None):
+def pieces(problem, instances, time_limit: float, fleet=None, revision: bool = False):
     """(NN + 2-opt tours, savings tours (None where they do not apply), construction tours, pipeline tours,
     pipeline seconds per instance) of a batch; the pipeline keeps to ``fleet`` (B,) routes where given, as
-    ``routing-gym eval --decode best`` runs a CVRPLIB file with its k."""
+    ``routing-gym eval --decode best`` runs a CVRPLIB file with its k; ``revision``: with the shipped SHPP model
+    as its reviser (``--revise`` there)."""
     policy = load_pretrained(problem.name, nearest_pretrained_size(problem.name, problem.size_of(instances)))
     b = instances[0].shape[0]
     start = heuristic_start(problem, instances)
     saved = savings_start(problem, instances)[1] if capacity_routes(problem, instances) else None
     built = construction(policy, problem, instances, time.monotonic() + SHARE * time_limit * b)[1]
     began = time.perf_counter()
-    found = best(policy, problem, instances, time_limit, fleet=fleet)
+    found = best(policy, problem, instances, time_limit, fleet=fleet,
+                 reviser=shipped_reviser() if revision else None)
     return start, saved, built, found.tours, (time.perf_counter() - began) / b
 
 
@@ -87,7 +90,7 @@ def real_files():
                 yield path, real
 
 
-def real_rows(time_limit: float, sets: list[str]) -> list[tuple]:
+def real_rows(time_limit: float, sets: list[str], revision: bool = False) -> list[tuple]:
     """(set, name, gaps of NN + 2-opt / construction / pipeline, seconds) per real instance file of ``sets``."""
     rows = []
     for path, real in real_files():
@@ -95,7 +98,8 @@ def real_rows(time_limit: float, sets: list[str]) -> list[tuple]:
         if name not in sets:
             continue
         fleet = fleet_of(real)  # k where the file's reference is for k vehicles (A/B/E/P), as routing-gym eval
-        out = pieces(get_problem(real.problem), real.instance, time_limit, fleet and fleet.num_vehicles.long())
+        out = pieces(get_problem(real.problem), real.instance, time_limit, fleet and fleet.num_vehicles.long(),
+                     revision)
         gaps = [NAN if tours is None else tsplib.gap(real, tsplib.cost(real, tours)) for tours in out[:4]]
         named = tsplib.FLEET_IN_NAME.search(real.name)  # X's k: the least number of routes, not a fleet
         routes = f"{count_routes(out[3])} ({named.group(1) if named else '-'})" if real.problem == "cvrp" else "-"
@@ -103,12 +107,13 @@ def real_rows(time_limit: float, sets: list[str]) -> list[tuple]:
     return rows
 
 
-def generated_rows(name: str, n: int, count: int, time_limit: float, reference_seconds: float) -> list[tuple]:
+def generated_rows(name: str, n: int, count: int, time_limit: float, reference_seconds: float,
+                   revision: bool = False) -> list[tuple]:
     problem = get_problem(name)
     instances = problem.generate(count, n, generator=torch.Generator().manual_seed(4321))
     method, seconds = REFERENCE[name]
     ref = solve(problem, instances, method, seconds * reference_seconds, progress=False, seed=4321).cost.double()
-    out = pieces(problem, instances, time_limit)
+    out = pieces(problem, instances, time_limit, revision=revision)
     gaps = [torch.full_like(ref, NAN) if tours is None else 100 * (tour_cost(problem, instances, tours) - ref) / ref
             for tours in out[:4]]
     return [(f"{GENERATED[name]}-{n} (seed 4321)", str(i), *(float(g[i]) for g in gaps), out[4]) for i in range(count)]
@@ -121,12 +126,15 @@ def main() -> None:
     ap.add_argument("--num-nodes", type=int, default=100, help="nodes of the generated sets")
     ap.add_argument("--reference-seconds", type=float, default=1.0, help="scales the solvers' seconds")
     ap.add_argument("--sets", nargs="+", choices=SETS, default=list(SETS), help="the sets to measure (default all)")
+    ap.add_argument("--revision", action="store_true",
+                    help="the pipeline with its revision by the shipped SHPP model (routing-gym eval --revise)")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    rows = real_rows(args.time_limit, args.sets)
+    rows = real_rows(args.time_limit, args.sets, args.revision)
     for name in ("tsp", "cvrp"):
         if GENERATED[name] in args.sets:
-            rows += generated_rows(name, args.num_nodes, args.count, args.time_limit, args.reference_seconds)
+            rows += generated_rows(name, args.num_nodes, args.count, args.time_limit, args.reference_seconds,
+                                   args.revision)
     print("| instance | NN + 2-opt | savings | construction | pipeline | s / instance | routes (k in the name) |\n"
           "|---|---|---|---|---|---|---|")
     for r in rows:

@@ -20,6 +20,9 @@ Methods, each run at every time limit T (seconds per instance):
 - ``construction + search``: the pipeline without its iterated local search (``best(...,
   perturbations=0)``): the construction, then local search from those of it, NN + 2-opt and (CVRP) the
   savings within 5 % of the cheapest until the search converges or T is spent;
+- ``construction + search + revision`` and ``pipeline + revision``: the two above with the shipped SHPP-20 model
+  revising the searched tours (``best(..., reviser=shipped_reviser())``, ``routing-gym eval --revise``): what
+  revision buys after the search from the starts, and in the whole pipeline at the same time limit;
 - ``search, no model``: the pipeline without a policy (``best(None, ...)``): NN + 2-opt (and the savings),
   local search, and iterated local search: what the search alone buys, and so what the model adds;
 - ``pipeline``: ``best(policy, ...)``, as ``routing-gym eval --decode best --time-limit T`` runs it;
@@ -47,8 +50,9 @@ from typing import Callable, NamedTuple
 import torch
 from torch import Tensor
 
-from agents.policies.pretrained import load_pretrained, nearest_pretrained_size
-from agents.references.pipeline import best, capacity_routes, construction, heuristic_start, savings_start
+from agents.policies.pretrained import load_pretrained, nearest_pretrained_size, pretrained_sizes
+from agents.references.pipeline import (best, capacity_routes, closed_tour, construction, heuristic_start,
+                                        savings_start, shipped_reviser)
 from agents.references.solvers import available, solve
 from real_instances import FOLDERS  # benchmarks/, the script's folder, is on sys.path
 from routing_gym import tsplib
@@ -62,10 +66,14 @@ LIMITS = (0.1, 0.3, 1.0, 3.0, 10.0)
 SEED = 4321
 SOLVERS = {"PyVRP": "pyvrp", "LKH-3": "lkh"}
 ONCE = ("NN + 2-opt", "savings")  # no time limit: run once, drawn flat
-METHODS = ("NN + 2-opt", "savings", "construction", "construction + search", "search, no model", "pipeline", *SOLVERS)
+METHODS = ("NN + 2-opt", "savings", "construction", "construction + search", "construction + search + revision",
+           "search, no model", "pipeline", "pipeline + revision", *SOLVERS)
+REVISED = ("construction + search + revision", "pipeline + revision")  # with the shipped SHPP-20 model
 STYLE = {"NN + 2-opt": ("tab:gray", "--", "s"), "savings": ("tab:brown", "--", "*"),
          "construction": ("tab:orange", "-", "^"),
-         "construction + search": ("tab:purple", "-", "v"), "search, no model": ("tab:green", "-", "D"),
+         "construction + search": ("tab:purple", "-", "v"),
+         "construction + search + revision": ("tab:pink", "-", "<"),
+         "pipeline + revision": ("tab:cyan", "-", ">"), "search, no model": ("tab:green", "-", "D"),
          "pipeline": ("tab:blue", "-", "o"), "PyVRP": ("tab:red", ":", "x"), "LKH-3": ("black", ":", "+")}
 
 
@@ -120,7 +128,16 @@ def applies(method: str, problem, instances) -> bool:
         return capacity_routes(problem, instances)  # where the pipeline starts from the savings
     if method in SOLVERS:
         return available(SOLVERS[method]) and (problem.name == "tsp" or SOLVERS[method] == "pyvrp")
+    if method in REVISED:
+        return bool(pretrained_sizes("shpp")) and (closed_tour(problem) or capacity_routes(problem, instances))
     return True
+
+
+def reviser():
+    """The pipeline's reviser, the shipped SHPP model (loaded once)."""
+    if not hasattr(reviser, "policy"):
+        reviser.policy = shipped_reviser()
+    return reviser.policy
 
 
 def measure(bench: Bench, method: str, limit: float, policy) -> tuple[float, float]:
@@ -136,10 +153,14 @@ def measure(bench: Bench, method: str, limit: float, policy) -> tuple[float, flo
         tours = construction(policy, problem, instances, time.monotonic() + limit * b)[1]
     elif method == "construction + search":
         tours = best(policy, problem, instances, limit, perturbations=0).tours
+    elif method == "construction + search + revision":
+        tours = best(policy, problem, instances, limit, perturbations=0, reviser=reviser()).tours
     elif method == "search, no model":
         tours = best(None, problem, instances, limit).tours
     elif method == "pipeline":
         tours = best(policy, problem, instances, limit).tours
+    elif method == "pipeline + revision":
+        tours = best(policy, problem, instances, limit, reviser=reviser()).tours
     else:
         tours = solve(problem, instances, SOLVERS[method], limit, progress=False, seed=SEED,
                       distances=bench.distances).tours

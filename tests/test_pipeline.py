@@ -369,3 +369,36 @@ def test_pipeline__no_pool_search_where_the_unit_refuses_capacity_only_routes(mo
         found = best(None, problem, instances(problem, 2, 15), 0.05)
         assert torch.isfinite(found.cost).all()
     assert calls == ["cvrp"]
+
+
+@pytest.mark.parametrize("name, n", [("tsp", 60), ("cvrp", 50)])
+def test_pipeline__revision_by_the_shipped_shpp_model_keeps_every_node_and_is_never_worse(name, n, monkeypatch):
+    problem = get_problem(name)
+    inst = instances(problem, 3, n, seed=5)
+    reviser = pipeline.shipped_reviser()
+    assert reviser is not None  # agents/weights/shpp20.pt is shipped
+    calls = []
+    real_revise = pipeline.revise
+
+    def counted(*args, **kwargs):
+        tours, cost = real_revise(*args, **kwargs)
+        calls.append(cost)
+        return tours, cost
+
+    monkeypatch.setattr(pipeline, "revise", counted)
+    found = best(None, problem, inst, time_limit=0.3, perturbations=0, reviser=reviser)
+    assert len(calls) == 1  # the searched tours were revised
+    cost = tour_cost(problem, inst, found.tours)  # validates every tour: every node (customer) kept, loads held
+    assert torch.allclose(cost, found.cost) and (found.cost <= found.searched + 1e-9).all()
+    assert (found.cost <= calls[0] + 1e-9).all()  # the search after the revision never lengthens it
+
+
+def test_eval__revise_is_a_piece_of_best_only(capsys):
+    from agents.apps.cli import main
+
+    assert main(["eval", "--problem", "tsp", "--num-nodes", "20", "--policy", "pretrained", "--revise",
+                 "--num-instances", "2", "--no-progress"]) != 0
+    assert "--revise is a piece of --decode best, not of --decode greedy" in capsys.readouterr().err
+    assert main(["eval", "--problem", "tsp", "--num-nodes", "50", "--policy", "pretrained", "--decode", "best",
+                 "--revise", "--time-limit", "0.1", "--num-instances", "2", "--no-progress"]) == 0
+    assert "best in 0.1 s per instance, revised: mean cost" in capsys.readouterr().out

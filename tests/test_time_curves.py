@@ -19,11 +19,13 @@ def test_time_curves__rows_parse_and_gaps_against_the_optimum_are_not_negative(m
     rows = [ROW.match(line) for line in out.splitlines() if line.startswith("| eil51 |")]
     assert rows and all(rows), out
     gaps = {m.group(2): float(m.group(3)) for m in rows}
-    expected = {"NN + 2-opt", "construction", "construction + search", "search, no model", "pipeline"}
+    expected = {"NN + 2-opt", "construction", "construction + search", "construction + search + revision",
+                "search, no model", "pipeline", "pipeline + revision"}  # the revision by the shipped SHPP-20 model
     expected |= {label for label, method in (("PyVRP", "pyvrp"), ("LKH-3", "lkh")) if available(method)}
     assert set(gaps) == expected
     assert all(g >= -1e-9 for g in gaps.values()), gaps  # eil51's optimum is 426: no tour is shorter
     assert gaps["pipeline"] <= gaps["NN + 2-opt"] + 1e-9  # the pipeline keeps the heuristic start at worst
+    assert gaps["pipeline + revision"] <= gaps["NN + 2-opt"] + 1e-9
     assert all(abs(round(results["eil51", m][0][0], 2) - g) < 1e-9 for m, g in gaps.items())  # printed = returned
     assert all(0 < results["eil51", m][0][1] < 5 for m in gaps)  # seconds measured
     assert all(0 <= float(m.group(4)) < 5 for m in rows)  # as printed: NN + 2-opt on eil51 can round to 0.00

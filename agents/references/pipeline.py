@@ -17,7 +17,11 @@
 3. **local search** (:func:`agents.inference.local_search.improve`) with the time left, from each start within
    :data:`START_SLACK` (5 %) of the instance's cheapest, in one batch (:func:`search_starts`): on TSP the
    model's tour, though longer than NN + 2-opt, often leads to a shorter local optimum, while on CVRP the
-   savings are far ahead of the other starts, whose searches would take half of each round;
+   savings are far ahead of the other starts, whose searches would take half of each round; where a
+   ``reviser`` is given (an SHPP policy, ``routing-gym eval --revise``: :func:`shipped_reviser`), the searched
+   tours are then revised window by window (:func:`~agents.inference.revision.revise`, routes one by one) and
+   searched again (:func:`revised`): not the default, since it did not pay for its time at 0.5 and 2 s
+   (docs/quality.md);
 4. with a **fleet** (``fleet``: the most routes of each instance, CVRPLIB's k), the tours of that search with
    more routes are put on that many by an ejection pool (:func:`within_fleet`, :func:`eliminate_routes`), and
    the rest of the search keeps to it (a file whose k the elimination does not reach keeps its routes);
@@ -50,6 +54,7 @@ from routing_gym.problems.base import replay
 
 from ..inference.local_search import (EPS, INF, Move, Rounds, distances, exchange, improve, pad_like, two_opt,
                                       with_depot)
+from ..inference.revision import revise
 from ..inference.search import NUM_AUGMENTATIONS, Copies, best_of_copies, pad_tours
 from ..policies.protocol import Policy, select_rows
 from .heuristics import LOAD_TOLERANCE, construct, improve_routes, nearest_neighbour_tsp, savings_routes
@@ -66,6 +71,7 @@ ITERATED_SHARE = 0.5  # routes with a capacity: the share of the budget the sear
 TEMPERATURE = 0.3  # pool_search's first temperature, in lengths per node (the shortest length / nodes; see there)
 REPLAY_EVERY = 0.1  # pool_search replays a shorter tour through the unit at most once in this share of its time
 ELIMINATION_STEPS = 100  # insertions per node that route elimination may make on an instance
+REVISION_WINDOW = 20  # edges of the windows the revision re-solves (the SHPP model's size)
 FAILED_WEIGHT = 0.1  # route elimination: the length (unit square) one failed insertion of an ejected customer weighs
 
 
@@ -362,6 +368,31 @@ def search_starts(problem, instances, starts: list[tuple[Tensor, Tensor]], deadl
     return best, found[first]
 
 
+def shipped_reviser(device="cpu") -> Policy | None:
+    """The shipped SHPP model of the size nearest :data:`REVISION_WINDOW` (the pipeline's ``reviser``), or None
+    where no SHPP model is shipped."""
+    from ..policies.pretrained import load_pretrained, nearest_pretrained_size, pretrained_sizes
+
+    if not pretrained_sizes("shpp"):
+        return None
+    return load_pretrained("shpp", nearest_pretrained_size("shpp", REVISION_WINDOW), device=device)
+
+
+def revised(reviser: Policy, problem, instances, cost: Tensor, tours: Tensor,
+            deadline: float) -> tuple[Tensor, Tensor]:
+    """``(cost (B,), tours (B, S))``: the tours revised window by window by the SHPP policy ``reviser``
+    (:func:`~agents.inference.revision.revise`; for routes route by route), then searched by ``improve`` from
+    there, until ``deadline``; per row the cheaper of that and the input."""
+    if time.monotonic() >= deadline:
+        return cost, tours
+    new, new_cost = revise(reviser, problem, instances, tours, window=REVISION_WINDOW,
+                           time_limit=max(0.0, deadline - time.monotonic()))
+    if time.monotonic() < deadline:
+        new, new_cost = improve(problem, instances, new, time_limit=max(0.0, deadline - time.monotonic()),
+                                cost=new_cost)
+    return cheaper(problem, cost, tours, new_cost, new)
+
+
 def double_bridge(tours: Tensor, generator: torch.Generator) -> Tensor:
     """Tours (R, N >= :data:`MIN_PERTURBED`) with two adjacent random blocks (each :data:`SHORTEST_BLOCK` to
     max(SHORTEST_BLOCK, N // 8) nodes, after the first node) exchanged: ``A B C D -> A C B D``."""
@@ -456,7 +487,8 @@ def pool_search(problem, instances, cost: Tensor, tours: Tensor, deadline: float
 @torch.no_grad()
 def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, augment: int = NUM_AUGMENTATIONS,
          construction_share: float = 0.3, perturbations: int = 8, batch_size: int = 1000,
-         generator: torch.Generator | None = None, fleet: Tensor | None = None) -> Found:
+         generator: torch.Generator | None = None, fleet: Tensor | None = None,
+         reviser: Policy | None = None) -> Found:
     """The cheapest feasible tour of each instance found in about ``time_limit`` seconds per instance (see the
     module docstring).
 
@@ -517,6 +549,8 @@ def best(policy: Policy | None, problem, instances, time_limit: float = 2.0, *, 
     cost, tours = search_starts(problem, instances, starts, deadline - left)
     searched = cost.clone()
     first_round = time.monotonic() - searching  # what a round of the iterated search is judged by
+    if reviser is not None and (closed_tour(problem) or capacity_routes(problem, instances)):
+        cost, tours = revised(reviser, problem, instances, cost, tours, deadline)
     if fleet is not None:
         cost, tours = within_fleet(problem, instances, cost, tours, fleet, deadline, generator)
         fleet = torch.where(route_counts(tours) > fleet, problem.n_total_of(instances), fleet)

@@ -12,7 +12,7 @@ CSV_FIELDS = ("name", "n", "cost", "reference", "gap", "routes", "seconds", "tou
 def describe_decoding(args) -> str:
     """``--decode``'s settings in words, as the result line shows them (``sample x1280, augment x8``)."""
     if args.decode == "best":
-        return f"best in {args.time_limit:g} s per instance"
+        return f"best in {args.time_limit:g} s per instance" + (", revised" if args.revise else "")
     if args.decode == "sectors":
         return (f"sectors of at most {' / '.join(map(str, args.sector_sizes))} customers"
                 + (f", augment x{args.augment}" if args.augment > 1 else ""))
@@ -34,12 +34,17 @@ def sectors_size(args, n: int, problem: str) -> int:
 def decode_with(args, policy, problem, instances, options, fleet=None):
     """``--decode``'s tours of a batch: :func:`agents.inference.search.decode`, for ``best`` the pipeline of
     :mod:`agents.references.pipeline` with ``--time-limit`` seconds per instance (and the most routes per
-    instance, ``fleet`` (B,), where given), for ``sectors`` the sub-problems of :mod:`agents.inference.subproblems`
+    instance, ``fleet`` (B,), where given; ``--revise``: the shipped SHPP model revises the searched
+    tours), for ``sectors`` the sub-problems of :mod:`agents.inference.subproblems`
     (``.cost``, ``.tours`` in every case)."""
     if args.decode == "best":
-        from ...references.pipeline import best
+        from ...references.pipeline import best, shipped_reviser
 
-        return best(policy, problem, instances, args.time_limit, batch_size=args.batch_size, fleet=fleet)
+        reviser = shipped_reviser(device=instances[0].device) if args.revise else None
+        if args.revise and reviser is None:
+            raise ValueError("--revise needs a shipped SHPP model (agents/weights/shpp20.pt); none is installed")
+        return best(policy, problem, instances, args.time_limit, batch_size=args.batch_size, fleet=fleet,
+                    reviser=reviser)
     if args.decode == "sectors":
         from ...inference.subproblems import sector_decode
 

@@ -62,6 +62,10 @@ def add_decoding_args(e) -> None:
                    help="with --decode sectors: the most customers of a sector; each size is cut 4 ways and "
                    "each instance keeps its cheapest cut (default: %(default)s)")
     e.add_argument("--time-limit", type=positive_float, default=2.0, help="seconds per instance with --decode best")
+    e.add_argument("--revise", action="store_true",
+                   help="with --decode best: after the local search, windows of each tour (TSP) or route (CVRP) "
+                   "re-solved by the shipped SHPP-20 model, then searched again (agents/inference/revision.py); "
+                   "not the default: it did not pay at 0.5 and 2 s (docs/quality.md)")
     e.add_argument("--csv", type=output_file, help="write one row per instance to this CSV: name (a generated "
                    "instance's index), n, cost (a file's own units), reference, gap, routes, seconds and the tour "
                    "(node ids, space separated: a file's own ids; with a depot, the depot between routes)")
@@ -93,6 +97,8 @@ def add_decoding_args(e) -> None:
 def run(args) -> int:
     """Decode the instances (generated, a dataset's, or ``--instances`` files) and print the mean cost;
     ``--csv`` and ``--save`` write the tours."""
+    if args.revise and args.decode != "best":
+        raise ValueError(f"--revise is a piece of --decode best, not of --decode {args.decode}")
     gen = torch.Generator(device=args.device).manual_seed(args.seed)
     options = dict(num_samples=args.samples, beam_width=args.beam_width, augment=args.augment,
                    batch_size=args.batch_size, generator=gen, temperature=args.temperature)
