@@ -588,10 +588,19 @@ SOL_TOLERANCE = 1e-4  # a .sol's Cost line may be this fraction below its routes
 
 
 # the optimal tour lengths TSPLIB publishes (its files' own distances), for the gaps of the classic
-# instances whose files state none: the three in tests/data and a few more of those most papers report
-TSPLIB_OPTIMA = {"att48": 10628.0, "eil51": 426.0, "berlin52": 7542.0, "st70": 675.0, "eil76": 538.0,
-                 "pr76": 108159.0, "kroA100": 21282.0, "eil101": 629.0, "lin105": 14379.0, "ch130": 6110.0,
-                 "ch150": 6528.0, "a280": 2579.0, "pr107": 44303.0}
+# instances whose files state none: every planar one (EUC_2D, CEIL_2D, ATT) of 48 to 1,002 nodes
+TSPLIB_OPTIMA = {
+    "att48": 10628.0, "eil51": 426.0, "berlin52": 7542.0, "st70": 675.0, "eil76": 538.0, "pr76": 108159.0,
+    "rat99": 1211.0, "rd100": 7910.0, "kroA100": 21282.0, "kroB100": 22141.0, "kroC100": 20749.0,
+    "kroD100": 21294.0, "kroE100": 22068.0, "eil101": 629.0, "lin105": 14379.0, "pr107": 44303.0,
+    "pr124": 59030.0, "bier127": 118282.0, "ch130": 6110.0, "pr136": 96772.0, "pr144": 58537.0, "ch150": 6528.0,
+    "kroA150": 26524.0, "kroB150": 26130.0, "pr152": 73682.0, "u159": 42080.0, "rat195": 2323.0, "d198": 15780.0,
+    "kroA200": 29368.0, "kroB200": 29437.0, "ts225": 126643.0, "tsp225": 3916.0, "pr226": 80369.0,
+    "gil262": 2378.0, "pr264": 49135.0, "a280": 2579.0, "pr299": 48191.0, "lin318": 42029.0,
+    "linhp318": 41345.0, "rd400": 15281.0, "fl417": 11861.0, "pr439": 107217.0, "pcb442": 50778.0,
+    "d493": 35002.0, "att532": 27686.0, "u574": 36905.0, "rat575": 6773.0, "p654": 34643.0, "d657": 48912.0,
+    "u724": 41910.0, "rat783": 8806.0, "pr1002": 259045.0,
+}
 
 
 # -- fixed fleets ---------------------------------------------------------------------------------
