@@ -14,6 +14,7 @@ from agents.references.pipeline import (START_SLACK, best, construction, double_
                                        final_check, pool_search, route_counts, route_lists, savings_start,
                                        search_starts, within_fleet)
 from agents.inference.search import decode, pad_tours
+from agents.policies.protocol import select_rows
 from agents.policies.pretrained import load_pretrained
 from agents.references.heuristics import construct, improve_routes, nearest_neighbour_tsp
 from routing_gym.problems import get_problem, tour_cost
@@ -402,3 +403,25 @@ def test_eval__revise_is_a_piece_of_best_only(capsys):
     assert main(["eval", "--problem", "tsp", "--num-nodes", "50", "--policy", "pretrained", "--decode", "best",
                  "--revise", "--time-limit", "0.1", "--num-instances", "2", "--no-progress"]) == 0
     assert "best in 0.1 s per instance, revised: mean cost" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name, n", [("tsp", 100), ("cvrp", 50)])
+def test_eval__best_on_generated_instances_of_a_size_not_shipped_uses_the_nearest_model(name, n, tmp_path, capsys):
+    """Issue #31, item 4: `--decode best --csv` on generated instances of any size, as on files."""
+    from agents.apps.cli import main
+
+    out = tmp_path / "rows.csv"
+    assert main(["eval", "--problem", name, "--num-nodes", str(n), "--policy", "pretrained", "--decode", "best",
+                 "--time-limit", "0.1", "--num-instances", "2", "--seed", "3", "--csv", str(out),
+                 "--no-progress"]) == 0
+    size = 50 if name == "tsp" else 20
+    assert f"no shipped {name} model for n = {n}; using the {name}-{size} model" in capsys.readouterr().err
+    problem = get_problem(name)
+    inst = instances(problem, 2, n, seed=3)
+    rows = read_csv(out)
+    assert [int(r["n"]) for r in rows] == [n, n]
+    for i, row in enumerate(rows):
+        tour = [int(t) for t in row["tour"].split()] + ([0] if problem.has_depot else [])
+        assert sorted(set(tour)) == list(range(n + problem.has_depot))  # every node visited
+        cost = tour_cost(problem, select_rows(inst, torch.tensor([i])), torch.tensor([tour]))  # the same instance
+        assert float(cost) == pytest.approx(float(row["cost"]), rel=1e-6)

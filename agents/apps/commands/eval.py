@@ -34,7 +34,8 @@ def add_parser(sub) -> None:
                    "checkpoint's own size; with --policy pretrained the shipped model's, where one size is shipped)")
     add_variant_args(e)
     e.add_argument("--policy", required=True, help="a checkpoint file (its problem and size are the defaults of "
-                   "--problem and --num-nodes), 'pretrained' (the shipped model), or a heuristic: "
+                   "--problem and --num-nodes), 'pretrained' (the shipped model of the nearest size, with a note where "
+                   "that is not the instances'), or a heuristic: "
                    + ", ".join(HEURISTICS))
     e.add_argument("--dataset", type=input_file,
                    help=".npz dataset (format: docs/contract.md); else --num-instances seeded instances")
@@ -119,7 +120,7 @@ def run(args) -> int:
             raise ValueError(f"--decode sectors cuts routes from a depot over instances of locs and demand alone "
                              f"(cvrp, sdvrp), not {args.problem}")
     instances, extras, num_nodes, source = instances_to_decode(args, problem, record)
-    policy = load_policy(args.policy, args.problem, sectors_size(args, num_nodes, args.problem), device=args.device)
+    policy = load_policy(args.policy, args.problem, policy_size(args, num_nodes), device=args.device)
     instances = instances.__class__(*(f.to(args.device) for f in instances))
     start = time.perf_counter()
     costs, tours, seconds = decode_all(args, policy, problem, instances, options)
@@ -240,6 +241,22 @@ def note_variant(spec: str, problem: str, num_nodes: int, variant: dict, record:
             return ", ".join(f"{k} {v[k]!r}" for k in sorted(v))
         print(f"routing-gym eval: note: {spec} was trained on {say(trained)}; these instances have {say(variant)}",
               file=sys.stderr)
+
+
+def policy_size(args, num_nodes: int) -> int:
+    """The size of the model ``--policy pretrained`` loads for instances of ``num_nodes``: the shipped model of
+    the nearest size (a note on stderr when it is not ``num_nodes``), as for ``--instances`` files; with
+    ``--decode sectors``, the size nearest the sub-problems'."""
+    size = sectors_size(args, num_nodes, args.problem)
+    if args.policy != "pretrained" or args.decode == "sectors":
+        return size
+    from ...policies.pretrained import nearest_pretrained_size
+
+    nearest = nearest_pretrained_size(args.problem, size)
+    if nearest != size:
+        print(f"routing-gym eval: note: no shipped {args.problem} model for n = {size}; using the "
+              f"{args.problem}-{nearest} model (the nearest size shipped)", file=sys.stderr)
+    return nearest
 
 
 def default_num_nodes(policy: str, problem: str) -> int:
