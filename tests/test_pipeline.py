@@ -425,3 +425,23 @@ def test_eval__best_on_generated_instances_of_a_size_not_shipped_uses_the_neares
         assert sorted(set(tour)) == list(range(n + problem.has_depot))  # every node visited
         cost = tour_cost(problem, select_rows(inst, torch.tensor([i])), torch.tensor([tour]))  # the same instance
         assert float(cost) == pytest.approx(float(row["cost"]), rel=1e-6)
+
+
+def test_pipeline__long_tours_search_each_kick_within_a_window(monkeypatch):
+    """TSP tours longer than REPAIR_WINDOW + 20: each double bridge is searched only around itself; the result
+    is a tour of every node, its cost the length the unit replays, never longer, and shorter after 1 s."""
+    problem = get_problem("tsp")
+    n = pipeline.REPAIR_WINDOW + 60
+    inst = instances(problem, 2, n, seed=4)
+    start = nearest_neighbour_2opt(problem, inst)
+    cost = tour_cost(problem, inst, start)
+    calls = []
+    monkeypatch.setattr(pipeline, "improve", lambda *a, **k: calls.append("improve"))  # not the whole search
+    real_window = pipeline.repaired_in_window
+    monkeypatch.setattr(pipeline, "repaired_in_window", lambda *a: calls.append("window") or real_window(*a))
+    found_cost, found = pipeline.perturbation_search(problem, inst, cost, start, time.monotonic() + 1.0, 4,
+                                                     torch.Generator().manual_seed(0))
+    assert calls and set(calls) == {"window"}
+    assert (found.sort(dim=1).values == torch.arange(n)).all()
+    assert torch.allclose(tour_cost(problem, inst, found), found_cost)
+    assert (found_cost <= cost + 1e-9).all() and (found_cost < cost - 1e-6).all()

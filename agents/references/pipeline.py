@@ -50,10 +50,10 @@ import torch
 from torch import Tensor
 
 from routing_gym.problems import get_problem, tour_cost
-from routing_gym.problems.base import replay
+from routing_gym.problems.base import distance, replay
 
-from ..inference.local_search import (EPS, INF, Move, Rounds, distances, exchange, improve, pad_like, two_opt,
-                                      with_depot)
+from ..inference.local_search import (CLOSED_TOUR, EPS, INF, Move, Rounds, descend, distances, exchange,
+                                      improve, pad_like, two_opt, with_depot)
 from ..inference.revision import revise
 from ..inference.search import NUM_AUGMENTATIONS, Copies, best_of_copies, pad_tours
 from ..policies.protocol import Policy, select_rows
@@ -71,6 +71,7 @@ ITERATED_SHARE = 0.5  # routes with a capacity: the share of the budget the sear
 TEMPERATURE = 0.3  # pool_search's first temperature, in lengths per node (the shortest length / nodes; see there)
 REPLAY_EVERY = 0.1  # pool_search replays a shorter tour through the unit at most once in this share of its time
 ELIMINATION_STEPS = 100  # insertions per node that route elimination may make on an instance
+REPAIR_WINDOW = 150  # TSP tours longer than this (+ 20) search each double bridge only within this many positions
 REVISION_WINDOW = 20  # edges of the windows the revision re-solves (the SHPP model's size)
 FAILED_WEIGHT = 0.1  # route elimination: the length (unit square) one failed insertion of an ejected customer weighs
 
@@ -393,30 +394,71 @@ def revised(reviser: Policy, problem, instances, cost: Tensor, tours: Tensor,
     return cheaper(problem, cost, tours, new_cost, new)
 
 
-def double_bridge(tours: Tensor, generator: torch.Generator) -> Tensor:
-    """Tours (R, N >= :data:`MIN_PERTURBED`) with two adjacent random blocks (each :data:`SHORTEST_BLOCK` to
-    max(SHORTEST_BLOCK, N // 8) nodes, after the first node) exchanged: ``A B C D -> A C B D``."""
-    r, n = tours.shape
-    longest = min(max(SHORTEST_BLOCK, n // 8), (n - 2) // 2)
-    len1, len2 = (torch.randint(SHORTEST_BLOCK, longest + 1, (r,), generator=generator) for _ in range(2))
+def bridge(r: int, n: int, generator: torch.Generator, longest: int | None = None) -> Move:
+    """A random local double bridge on each of ``r`` closed tours of ``n`` >= :data:`MIN_PERTURBED` nodes, as
+    :func:`exchange`'s move: two adjacent blocks, each :data:`SHORTEST_BLOCK` to max(SHORTEST_BLOCK, n // 8) nodes
+    (at most ``longest`` where given), after the first node."""
+    top = min(max(SHORTEST_BLOCK, n // 8), (n - 2) // 2, n if longest is None else max(SHORTEST_BLOCK, longest))
+    len1, len2 = (torch.randint(SHORTEST_BLOCK, top + 1, (r,), generator=generator) for _ in range(2))
     first = 1 + (torch.rand(r, generator=generator) * (n - len1 - len2)).long()
-    move = Move(None, first, first + len1 - 1, first + len1, first + len1 + len2 - 1,
+    return Move(None, first, first + len1 - 1, first + len1, first + len1 + len2 - 1,
                 torch.zeros(r, dtype=torch.bool), torch.zeros(r, dtype=torch.bool))
+
+
+def double_bridge(tours: Tensor, generator: torch.Generator) -> Tensor:
+    """Tours (R, N >= :data:`MIN_PERTURBED`) with two adjacent random blocks exchanged (:func:`bridge`):
+    ``A B C D -> A C B D``."""
+    move = bridge(tours.shape[0], tours.shape[1], generator)
     return exchange(tours, Move(*(f if f is None else f.to(tours.device) for f in move)))
+
+
+def tour_length(locs: Tensor, tours: Tensor) -> Tensor:
+    """(R,) float64 Euclidean lengths of closed tours (R, N) through coordinates ``locs`` (R, N, 2)."""
+    x = locs.double().gather(1, tours[..., None].expand(-1, -1, 2))
+    return distance(x, x.roll(-1, dims=1)).sum(dim=1)
+
+
+def repaired_in_window(locs: Tensor, tours: Tensor, generator: torch.Generator,
+                       deadline: float) -> tuple[Tensor, Tensor]:
+    """Tours (R, N) through ``locs`` (R, N, 2), each kicked by a double bridge (:func:`bridge`, blocks short
+    enough to leave 10 positions on either side) and searched (2-opt and or-opt, ``descend``) only within the
+    :data:`REPAIR_WINDOW` positions around the kick, the window's two ends fixed; ``(tours (R, N), lengths (R,)
+    float64)``, each tour rotated so that its window comes first."""
+    r, n = tours.shape
+    move = bridge(r, n, generator, longest=(REPAIR_WINDOW - 20) // 2)
+    kicked = exchange(tours, Move(*(f if f is None else f.to(tours.device) for f in move)))
+    start = (move.a + (move.d - move.a + 1) // 2 - REPAIR_WINDOW // 2).to(tours.device) % n
+    seq = kicked.gather(1, (torch.arange(n, device=tours.device)[None] + start[:, None]) % n)
+    window = seq[:, :REPAIR_WINDOW]
+    pos = torch.arange(REPAIR_WINDOW, device=tours.device)
+    fixed = ((pos == 0) | (pos == REPAIR_WINDOW - 1)).expand(r, -1)
+    near = distances(locs.gather(1, window[..., None].expand(-1, -1, 2)))  # (R, W, W): the window's nodes only
+    order, _ = descend(near, pos.expand(r, -1), fixed, CLOSED_TOUR, deadline=deadline)
+    seq = torch.cat([window.gather(1, order), seq[:, REPAIR_WINDOW:]], dim=1)
+    return seq, tour_length(locs, seq)
 
 
 def perturbation_search(problem, instances, cost: Tensor, tours: Tensor, deadline: float, copies: int,
                         generator: torch.Generator, first_round: float = 0.0) -> tuple[Tensor, Tensor]:
     """Iterated local search on closed tours (B, N) until ``deadline``: rounds of ``copies`` copies of each
-    instance's best tour perturbed by :func:`double_bridge` and searched by ``improve``; the cheapest kept where
-    it is cheaper."""
-    b = tours.shape[0]
+    instance's best tour perturbed by a double bridge and searched again, the cheapest kept where it is cheaper.
+    Up to N = :data:`REPAIR_WINDOW` + 20 a copy is searched whole by ``improve`` (costs: its replay); on longer
+    tours only within a window around its kick (:func:`repaired_in_window`: a round takes about as long at any
+    N, about a tenth of a whole search's at N = 300), the costs then Euclidean lengths (float64), which
+    :func:`final_check` replaces by the unit's replay."""
+    b, n = tours.shape
     rows = torch.arange(b, device=tours.device).repeat_interleave(copies)
     many = select_rows(instances, rows)
+    windowed = n > REPAIR_WINDOW + 20
+    if windowed:
+        cost, locs = tour_length(instances.locs, tours), many.locs
     clock = Rounds(deadline, first_round)  # a round starts where it would end in time, as the previous one took
     while clock.may_start():
-        found, found_cost = improve(problem, many, double_bridge(tours[rows], generator),
-                                    time_limit=max(0.0, deadline - time.monotonic()))
+        if windowed:
+            found, found_cost = repaired_in_window(locs, tours[rows], generator, deadline)
+        else:
+            found, found_cost = improve(problem, many, double_bridge(tours[rows], generator),
+                                        time_limit=max(0.0, deadline - time.monotonic()))
         found_cost, pick = found_cost.view(b, copies).min(dim=1)
         found = found.view(b, copies, -1)[torch.arange(b), pick]
         cost, tours = cheaper(problem, cost, tours, found_cost, found)
