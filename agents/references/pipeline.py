@@ -27,8 +27,9 @@
    the rest of the search keeps to it (a file whose k the elimination does not reach keeps its routes);
 5. while time is left, an **iterated search** from each instance's best tour: for tours without a depot (TSP)
    ``perturbations`` copies at a time, each perturbed by a random local double bridge (blocks B and C of
-   ``A B C D`` exchanged, :func:`~agents.inference.local_search.exchange`) and searched again, the cheapest
-   copy kept where it is shorter (:func:`perturbation_search`); for routes with :func:`capacity_routes` ruin
+   ``A B C D`` exchanged, :func:`~agents.inference.local_search.exchange`) and searched again (on tours of
+   more than :data:`REPAIR_WINDOW` + 20 nodes only within the :data:`REPAIR_WINDOW` positions around the kick),
+   the cheapest copy kept where it is shorter (:func:`perturbation_search`); for routes with :func:`capacity_routes` ruin
    (the customers around a random one or of the least loaded route) and recreate through the ejection pool,
    one instance at a time, followed where simulated annealing accepts it, the shortest kept (:func:`pool_search`;
    the search of step 3 leaves it :data:`ITERATED_SHARE` of the budget).
