@@ -50,7 +50,7 @@ from typing import Callable, NamedTuple
 import torch
 from torch import Tensor
 
-from agents.policies.pretrained import load_pretrained, nearest_pretrained_size, pretrained_sizes
+from agents.policies.pretrained import load_pretrained, nearest_pretrained_size
 from agents.references.pipeline import (best, capacity_routes, closed_tour, construction, heuristic_start,
                                         savings_start, shipped_reviser)
 from agents.references.solvers import available, solve
@@ -129,15 +129,8 @@ def applies(method: str, problem, instances) -> bool:
     if method in SOLVERS:
         return available(SOLVERS[method]) and (problem.name == "tsp" or SOLVERS[method] == "pyvrp")
     if method in REVISED:
-        return bool(pretrained_sizes("shpp")) and (closed_tour(problem) or capacity_routes(problem, instances))
+        return shipped_reviser() is not None and (closed_tour(problem) or capacity_routes(problem, instances))
     return True
-
-
-def reviser():
-    """The pipeline's reviser, the shipped SHPP model (loaded once)."""
-    if not hasattr(reviser, "policy"):
-        reviser.policy = shipped_reviser()
-    return reviser.policy
 
 
 def measure(bench: Bench, method: str, limit: float, policy) -> tuple[float, float]:
@@ -154,13 +147,13 @@ def measure(bench: Bench, method: str, limit: float, policy) -> tuple[float, flo
     elif method == "construction + search":
         tours = best(policy, problem, instances, limit, perturbations=0).tours
     elif method == "construction + search + revision":
-        tours = best(policy, problem, instances, limit, perturbations=0, reviser=reviser()).tours
+        tours = best(policy, problem, instances, limit, perturbations=0, reviser=shipped_reviser()).tours
     elif method == "search, no model":
         tours = best(None, problem, instances, limit).tours
     elif method == "pipeline":
         tours = best(policy, problem, instances, limit).tours
     elif method == "pipeline + revision":
-        tours = best(policy, problem, instances, limit, reviser=reviser()).tours
+        tours = best(policy, problem, instances, limit, reviser=shipped_reviser()).tours
     else:
         tours = solve(problem, instances, SOLVERS[method], limit, progress=False, seed=SEED,
                       distances=bench.distances).tours

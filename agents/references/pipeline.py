@@ -41,6 +41,7 @@ are references elsewhere, never a piece of this pipeline.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import random
@@ -370,9 +371,10 @@ def search_starts(problem, instances, starts: list[tuple[Tensor, Tensor]], deadl
     return best, found[first]
 
 
+@functools.cache
 def shipped_reviser(device="cpu") -> Policy | None:
     """The shipped SHPP model of the size nearest :data:`REVISION_WINDOW` (the pipeline's ``reviser``), or None
-    where no SHPP model is shipped."""
+    where no SHPP model is shipped; loaded once per device (``eval --revise`` decodes files one at a time)."""
     from ..policies.pretrained import load_pretrained, nearest_pretrained_size, pretrained_sizes
 
     if not pretrained_sizes("shpp"):

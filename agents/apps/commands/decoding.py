@@ -31,6 +31,23 @@ def sectors_size(args, n: int, problem: str) -> int:
     return nearest_pretrained_size(problem, min(n, *args.sector_sizes))
 
 
+def model_size(args, n: int, problem: str) -> tuple[int | None, str | None]:
+    """``(size, note)``: with ``--policy pretrained``, the size of the shipped model that decodes instances of ``n``
+    nodes (the nearest shipped; with ``--decode sectors`` the nearest the sub-problems', :func:`sectors_size`) and a
+    note saying so where it is not ``n``; for a checkpoint or a heuristic ``(None, None)``."""
+    if args.policy != "pretrained":
+        return None, None
+    from ...policies.pretrained import nearest_pretrained_size
+
+    size = nearest_pretrained_size(problem, sectors_size(args, n, problem))
+    if size == n:
+        return size, None
+    if args.decode == "sectors":
+        return size, f"note: {problem} sectors decoded by the {problem}-{size} model"
+    return size, (f"note: no shipped {problem} model for n = {n}; using the {problem}-{size} model "
+                  "(the nearest size shipped)")
+
+
 def decode_with(args, policy, problem, instances, options, fleet=None):
     """``--decode``'s tours of a batch: :func:`agents.inference.search.decode`, for ``best`` the pipeline of
     :mod:`agents.references.pipeline` with ``--time-limit`` seconds per instance (and the most routes per

@@ -14,7 +14,7 @@ from routing_gym.problems import get_problem
 from .common import (PROBLEM_CHOICES, add_command, add_variant_args, augment_count, device_arg, input_file,
                      load_policy, make_parent, npz_output, output_file, positive_float, positive_int, progress_bar,
                      seed_int, variant_of)
-from .decoding import csv_row, decode_with, describe_decoding, sectors_size, write_csv
+from .decoding import csv_row, decode_with, describe_decoding, model_size, write_csv
 from .eval_files import check_instances_options, eval_real_instances
 
 BEST_CHUNK = 64  # instances searched together by --decode best (its search holds copies x (N, N) per instance)
@@ -120,7 +120,10 @@ def run(args) -> int:
             raise ValueError(f"--decode sectors cuts routes from a depot over instances of locs and demand alone "
                              f"(cvrp, sdvrp), not {args.problem}")
     instances, extras, num_nodes, source = instances_to_decode(args, problem, record)
-    policy = load_policy(args.policy, args.problem, policy_size(args, num_nodes), device=args.device)
+    size, note = model_size(args, num_nodes, args.problem)  # --policy pretrained: the nearest shipped size
+    if note is not None:
+        print(f"routing-gym eval: {note}", file=sys.stderr)
+    policy = load_policy(args.policy, args.problem, size or num_nodes, device=args.device)
     instances = instances.__class__(*(f.to(args.device) for f in instances))
     start = time.perf_counter()
     costs, tours, seconds = decode_all(args, policy, problem, instances, options)
@@ -241,22 +244,6 @@ def note_variant(spec: str, problem: str, num_nodes: int, variant: dict, record:
             return ", ".join(f"{k} {v[k]!r}" for k in sorted(v))
         print(f"routing-gym eval: note: {spec} was trained on {say(trained)}; these instances have {say(variant)}",
               file=sys.stderr)
-
-
-def policy_size(args, num_nodes: int) -> int:
-    """The size of the model ``--policy pretrained`` loads for instances of ``num_nodes``: the shipped model of
-    the nearest size (a note on stderr when it is not ``num_nodes``), as for ``--instances`` files; with
-    ``--decode sectors``, the size nearest the sub-problems'."""
-    size = sectors_size(args, num_nodes, args.problem)
-    if args.policy != "pretrained" or args.decode == "sectors":
-        return size
-    from ...policies.pretrained import nearest_pretrained_size
-
-    nearest = nearest_pretrained_size(args.problem, size)
-    if nearest != size:
-        print(f"routing-gym eval: note: no shipped {args.problem} model for n = {size}; using the "
-              f"{args.problem}-{nearest} model (the nearest size shipped)", file=sys.stderr)
-    return nearest
 
 
 def default_num_nodes(policy: str, problem: str) -> int:

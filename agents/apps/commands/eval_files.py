@@ -14,7 +14,7 @@ import torch
 from routing_gym.problems import get_problem
 
 from .common import VARIANT_OPTIONS, check_policy_spec, flag, load_policy, one_line, os_error_message, progress_bar
-from .decoding import count_routes, csv_row, decode_with, describe_decoding, sectors_size, write_csv
+from .decoding import count_routes, csv_row, decode_with, describe_decoding, model_size, write_csv
 
 
 def check_instances_options(args) -> None:
@@ -171,18 +171,10 @@ class FileDecoder:
     def policy_for(self, problem_name: str, n: int):
         """The policy for a file of ``n`` nodes: with ``--policy pretrained``, the shipped model of the nearest
         size (a note, once, when it is not ``n``)."""
-        size = None
-        if self.args.policy == "pretrained":
-            from ...policies.pretrained import nearest_pretrained_size
-
-            size = nearest_pretrained_size(problem_name, sectors_size(self.args, n, problem_name))
-            note = (f"note: no shipped {problem_name} model for n = {n}; using the {problem_name}-{size} model "
-                    "(the nearest size shipped)")
-            if self.args.decode == "sectors":
-                note = f"note: {problem_name} sectors decoded by the {problem_name}-{size} model"
-            if size != n and note not in self.notes:
-                self.notes.append(note)
-                say(note)
+        size, note = model_size(self.args, n, problem_name)
+        if note is not None and note not in self.notes:
+            self.notes.append(note)
+            say(note)
         key = (problem_name, size)  # checkpoints load once
         if key not in self.policies:
             self.policies[key] = load_policy(self.args.policy, problem_name, size or n, device=self.args.device)
