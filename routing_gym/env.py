@@ -12,8 +12,13 @@ from gymnasium import spaces
 from .common import (INVALID_ACTION_MODES, check_choice, check_flag, check_render_size, check_seed, observation_space,
                      resolve_num_nodes, seeded_generator, sized_classes)
 from .problems import PROBLEMS, step
-from .problems.base import compiled
+from .problems.base import fixed_layout_step
 from .render import frame_size
+
+# the eager step without autograd bookkeeping (the single env's state never needs gradients); the compiled one
+# (:func:`fixed_layout_step`) records none either, and runs without the mode's cost of entering and leaving
+eager_step = torch.inference_mode()(step)
+
 
 def padded_tour(actions: list[int], length: int) -> np.ndarray:
     """``info["tour"]``: the actions taken, in order, as an int64 array of the fixed ``length`` S (the most
@@ -51,7 +56,7 @@ class RoutingEnv(gym.Env):
         self.render_mode = render_mode
         self.render_size = check_render_size(frame_size(render_size))
         self.compile = check_flag(compile, "compile")
-        self._step = compiled(step, "cpu", self.problem) if self.compile else step
+        self._step = eager_step  # compile=True: the step compiled for each episode's state layout, set by reset()
         self._variant = self.problem.check_variant(variant)
         self.observation_space = observation_space(self.problem, self.n_total)
         self.action_space = spaces.Discrete(self.n_total)
@@ -103,6 +108,8 @@ class RoutingEnv(gym.Env):
                 raise ValueError(f"instance field '{instance._fields[0]}' has {self.problem.n_total_of(instance)} nodes; "
                                  f"this env has {self.n_total} (make one with num_nodes={self.problem.size_of(instance)})")
         self.state = self.problem.reset(instance)
+        if self.compile:
+            self.state, self._step = fixed_layout_step(self.problem, self.state)
         self._static = {key: value[0].numpy().astype(np.float32, copy=True)
                         for key, value in instance._asdict().items()
                         if key in self.observation_space.spaces and key not in self.problem.dynamic_fields}
@@ -122,8 +129,7 @@ class RoutingEnv(gym.Env):
         if self.invalid_action == "raise" and not bool(self.state.mask[0, a]):
             allowed = torch.nonzero(self.state.mask[0]).flatten().tolist()
             raise ValueError(f"action {a} is masked in this state; allowed actions: {allowed}")
-        with torch.inference_mode():  # no autograd bookkeeping: the single env's state never needs gradients
-            self.state, reward, invalid = self._step(self.problem, self.state, self._action_tensors[a])
+        self.state, reward, invalid = self._step(self.problem, self.state, self._action_tensors[a])
         r = reward.item()
         self._return += r
         terminated = self._terminated = self.state.done.item()
@@ -185,7 +191,9 @@ class RoutingEnv(gym.Env):
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        self._step = compiled(step, "cpu", self.problem) if self.compile else step
+        self._step = eager_step
+        if self.compile and self.state is not None:
+            self.state, self._step = fixed_layout_step(self.problem, self.state)
 
 
 ENV_TEMPLATE = """{doc.summary}

@@ -1,5 +1,6 @@
-"""``compile=True``: the envs step the same dynamics compiled with ``torch.compile``, and play exactly as
-the eager envs (observations, rewards, ends and infos, up to float rounding)."""
+"""``compile=True``: the envs step the same dynamics compiled (the vector env with ``torch.compile``, the single
+env by inductor for its state's fixed layout), and play exactly as the eager envs (observations, rewards, ends
+and infos, up to float rounding)."""
 import shutil
 
 import gymnasium as gym
@@ -9,6 +10,8 @@ import torch
 import torch._dynamo
 
 import routing_gym  # noqa: F401
+from routing_gym.env import eager_step
+from routing_gym.problems.base import fixed_layout_step
 
 pytestmark = pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")),
                                 reason="torch.compile on the CPU needs a C++ compiler")
@@ -31,8 +34,6 @@ def assert_same(a, b, what):
 
 @pytest.mark.parametrize("problem", ["TSP", "CVRP", "PCTSP"])
 def test_single_env__compiled_plays_as_eager(problem):
-    torch._dynamo.reset()
-    before = compiled_graphs()
     envs = [gym.make(f"routing/{problem}-v0", num_nodes=6, compile=c) for c in (False, True)]
     rng = np.random.default_rng(0)
     for episode in range(3):
@@ -48,7 +49,7 @@ def test_single_env__compiled_plays_as_eager(problem):
             for name, x, y in zip(("obs", "reward", "terminated", "truncated", "info"), out[0], out[1]):
                 assert_same(x, y, name)
             obs, done = [o[0] for o in out], out[0][2]
-    assert compiled_graphs() > before  # the step did compile (not a silent fallback to eager)
+        assert envs[1].unwrapped._step is not eager_step  # the step did compile (not a silent fallback to eager)
 
 
 @pytest.mark.parametrize("mode", ["NextStep", "Disabled"])
@@ -77,20 +78,43 @@ def test_compile__must_be_a_bool():
 
 def test_compile__each_problem_has_its_own_compile_cache():
     """Dynamo keeps a few compiled versions per function (``recompile_limit``) and runs the rest eagerly;
-    every problem compiles its own copy of the step, so one problem's versions never crowd out another's."""
+    every problem compiles its own copy of the vector env's step, so one problem's versions never crowd out
+    another's."""
     torch._dynamo.reset()
     counts = []
     with torch._dynamo.config.patch(recompile_limit=2):
         for problem in ("TSP", "CVRP", "OP"):
             before = compiled_graphs()
-            env = gym.make(f"routing/{problem}-v0", num_nodes=5, compile=True)
+            env = gym.make_vec(f"routing/{problem}-v0", num_envs=2, num_nodes=5, vectorization_mode="vector_entry_point",
+                               array_type="torch", compile=True)
             obs, _ = env.reset(seed=0)
-            for _ in range(3):  # a fresh state, then stepped ones: two versions per problem
-                obs, _, done, _, _ = env.step(int(np.flatnonzero(obs["action_mask"])[-1]))
-                if done:
-                    obs, _ = env.reset(seed=1)
+            for _ in range(3):
+                obs, *_ = env.step(torch.multinomial(obs["action_mask"].float(), 1).squeeze(1))
             counts.append(compiled_graphs() - before)
     assert min(counts) >= 1, counts
+
+
+def test_single_env__one_compiled_step_per_layout():
+    """The single env's step is compiled once per state layout and shared: a second env of the same size, with
+    a user's instance, reuses it, another size compiles its own; a state whose tensors share storage (a reset's first and current node)
+    steps as separate tensors."""
+    env = gym.make("routing/TSP-v0", num_nodes=5, compile=True).unwrapped
+    env.reset(seed=0)
+    other = gym.make("routing/TSP-v0", num_nodes=5, compile=True).unwrapped
+    other.reset(options={"instance": {"locs": np.random.default_rng(0).random((5, 2), dtype=np.float32)}})
+    assert other._step is env._step
+    state, fn = fixed_layout_step(env.problem, env.problem.reset(env.state.instance))
+    assert fn is env._step and all(t.is_contiguous() for t in state if isinstance(t, torch.Tensor))
+    with torch.inference_mode():
+        new, reward, invalid = fn(env.problem, state, torch.tensor([2]))
+    assert new.first.tolist() == new.current.tolist() == [2] and not invalid.item()
+    with torch.inference_mode():
+        new, reward, invalid = fn(env.problem, new, torch.tensor([4]))
+    assert new.first.tolist() == [2] and new.current.tolist() == [4]
+    assert reward.item() == pytest.approx(-torch.dist(state.instance.locs[0, 2], state.instance.locs[0, 4]).item())
+    bigger = gym.make("routing/TSP-v0", num_nodes=6, compile=True).unwrapped
+    bigger.reset(seed=0)
+    assert bigger._step is not env._step  # another layout, its own compiled step
 
 
 def assert_exact(a, b, what):
@@ -155,3 +179,31 @@ def test_vector_env__one_compiled_pass_off_the_cpu_steps_as_eager(name, mode):
     """The form a GPU steps with, one compiled function holding the rules, the penalty, the records and the
     automatic resets of every step, gives its eager form's results too."""
     steps_alike(name, mode, off_cpu_form=True)
+
+
+SINGLE_DEFAULT_RUN = {"tsp", "cvrp", "sdvrp", "op", "pctsp", "spctsp", "cvrptw", "pdp"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in SINGLE_DEFAULT_RUN else pytest.mark.slow)
+                                  for n in sorted(routing_gym.PROBLEMS)])
+def test_single_env__compiled_for_its_layout_steps_as_eager(name):
+    """The single env's step compiled for its state's layout (:func:`fixed_layout_step`) gives the eager step's
+    observations, rewards, ends and infos, over episodes that end normally and on a masked action."""
+    problem = routing_gym.get_problem(name)
+    envs = [gym.make(f"routing/{problem.label}-v0", num_nodes=problem.valid_num_nodes(5), compile=c)
+            for c in (False, True)]
+    rng = np.random.default_rng(0)
+    for episode in range(3):
+        obs = [env.reset(seed=episode)[0] for env in envs]
+        assert_exact(obs[0], obs[1], "reset obs")
+        done = False
+        while not done:
+            mask = obs[0]["action_mask"]
+            masked = np.flatnonzero(mask == 0)
+            take_masked = episode == 2 and len(masked) and rng.random() < 0.2
+            a = int(rng.choice(masked if take_masked else np.flatnonzero(mask)))
+            out = [env.step(a) for env in envs]
+            for label, x, y in zip(("obs", "reward", "terminated", "truncated", "info"), out[0], out[1]):
+                assert_exact(x, y, f"episode {episode} {label}")
+            obs, done = [o[0] for o in out], out[0][2]
+    assert envs[1].unwrapped._step is not eager_step

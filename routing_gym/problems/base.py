@@ -559,7 +559,8 @@ def step(problem, state, action: Tensor):
 @functools.cache
 def compiled(fn: Callable, device_type: str, problem: Any = None) -> Callable:
     """``fn`` (:func:`step`, or a function around it) compiled with ``torch.compile`` for one device type
-    (``"cpu"``, ``"cuda"``) and one problem unit: what the envs' ``compile=True`` runs. The first call for
+    (``"cpu"``, ``"cuda"``) and one problem unit: what the vector env's ``compile=True`` runs (the single
+    env's is :func:`fixed_layout_step`). The first call for
     a shape compiles (seconds; a C++ compiler on the CPU); each new shape (batch size, node count) and
     the first step after a reset compile again.
 
@@ -587,6 +588,95 @@ def compiled(fn: Callable, device_type: str, problem: Any = None) -> Callable:
     if device_type == "cpu":
         options["cpp.simdlen"] = 1
     return torch.compile(fn, dynamic=False, fullgraph=True, options=options)
+
+
+def tensors_of(tree) -> list[Tensor]:
+    """The tensors of a state (a NamedTuple of tensors and NamedTuples of tensors, its instance), in field order."""
+    out = []
+    for x in tree:
+        if isinstance(x, Tensor):
+            out.append(x)
+        else:
+            out.extend(tensors_of(x))
+    return out
+
+
+def rebuild(like, tensors: list[Tensor]):
+    """``like``'s NamedTuple structure (a state) filled with ``tensors`` in field order (:func:`tensors_of`)."""
+    it = iter(tensors)
+
+    def fill(tree):
+        return type(tree)(*(next(it) if isinstance(x, Tensor) else fill(x) for x in tree))
+
+    return fill(like)
+
+
+def layout_of(state) -> tuple:
+    """What a compiled step is specialised to: the state's structure and every tensor's shape, strides,
+    dtype and device."""
+    def structure(tree):
+        return type(tree), tuple(None if isinstance(x, Tensor) else structure(x) for x in tree)
+
+    return structure(state), tuple((t.shape, t.stride(), t.dtype, t.device) for t in tensors_of(state))
+
+
+def row_major(t: Tensor) -> Tensor:
+    """``t``, or a copy of it with the row-major strides of its shape (``contiguous()`` leaves the strides of
+    size-1 dimensions as they were; a compiled graph's fresh outputs have these)."""
+    strides, size = [], 1
+    for n in reversed(t.shape):
+        strides.append(size)
+        size *= n
+    return t if t.stride() == tuple(reversed(strides)) else t.clone(memory_format=torch.contiguous_format)
+
+
+_fixed_layout_steps: dict[tuple, Callable] = {}
+
+
+def fixed_layout_step(problem, state) -> tuple[Any, Callable]:
+    """``(state, fn)``: ``state`` with contiguous tensors, and :func:`step` compiled for that state's layout
+    (:func:`layout_of`: its batch size included), called as ``fn(problem, state, action)`` with a (B,) int64
+    action: what the single env's ``compile=True`` runs.
+
+    The step is traced once over the state's tensors (``make_fx`` with fake tensors: a branch on a tensor's
+    value would fail the trace, never be baked in) and compiled by inductor, then called without dynamo,
+    whose frame handling and guards cost about half of a batch-1 step (TSP-50: 56 -> 30 us a step,
+    ``benchmarks/README.md``, "The single env's compiled step without dynamo"). In their place the layout is read here, once per
+    episode (compiled once per layout, shared by every env); the compiled graph returns a state of the same
+    layout (checked when it is made), so the episode's states keep it, and inductor's code asserts each
+    argument's shape and strides on every call."""
+    import torch._inductor  # noqa: F401  (imported here: importing the compiler takes seconds)
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    state = rebuild(state, [row_major(t) for t in tensors_of(state)])
+    key = (problem, layout_of(state))
+    fn = _fixed_layout_steps.get(key)
+    if fn is None:
+        count = len(tensors_of(state))
+
+        def flat_step(*flat):
+            new, reward, invalid = step(problem, rebuild(state, list(flat[:count])), flat[count])
+            return (*tensors_of(new), reward, invalid)
+
+        # traced on copies: a reset's state may hold one tensor in two fields (TSP's first and current node),
+        # which the trace would take as a rule of every state
+        example = [t.clone() for t in tensors_of(state)]
+        example.append(torch.zeros(state.done.shape, dtype=torch.int64, device=state.done.device))
+        with torch.inference_mode():
+            graph = make_fx(flat_step, tracing_mode="fake")(*example)
+            with torch._inductor.config.patch({"cpp.simdlen": 1}):  # as in :func:`compiled`
+                flat = torch._inductor.compile(graph, example)
+            out = flat(*example)
+        made = layout_of(rebuild(state, list(out[:count])))
+        if made != key[1]:
+            raise RuntimeError(f"{problem.name}'s compiled step changes the state's layout ({key[1]} -> {made})")
+
+        def fn(problem, state, action):
+            out = flat(*tensors_of(state), action)
+            return rebuild(state, list(out[:count])), out[count], out[count + 1]
+
+        _fixed_layout_steps[key] = fn
+    return state, fn
 
 
 def finish(problem, state, stop: Tensor):
