@@ -32,26 +32,6 @@ def assert_same(a, b, what):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6, err_msg=what)
 
 
-@pytest.mark.parametrize("problem", ["TSP", "CVRP", "PCTSP"])
-def test_single_env__compiled_plays_as_eager(problem):
-    envs = [gym.make(f"routing/{problem}-v0", num_nodes=6, compile=c) for c in (False, True)]
-    rng = np.random.default_rng(0)
-    for episode in range(3):
-        obs = [env.reset(seed=episode)[0] for env in envs]
-        assert_same(obs[0], obs[1], "reset obs")
-        done = False
-        while not done:
-            allowed = np.flatnonzero(obs[0]["action_mask"])
-            # the last episode ends on a masked action, if one is left
-            masked = np.flatnonzero(obs[0]["action_mask"] == 0)
-            a = int(masked[0]) if episode == 2 and len(masked) and rng.random() < 0.3 else int(rng.choice(allowed))
-            out = [env.step(a) for env in envs]
-            for name, x, y in zip(("obs", "reward", "terminated", "truncated", "info"), out[0], out[1]):
-                assert_same(x, y, name)
-            obs, done = [o[0] for o in out], out[0][2]
-        assert envs[1].unwrapped._step is not eager_step  # the step did compile (not a silent fallback to eager)
-
-
 @pytest.mark.parametrize("mode", ["NextStep", "Disabled"])
 def test_vector_env__compiled_steps_as_eager(mode):
     torch._dynamo.reset()
