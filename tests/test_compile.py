@@ -76,7 +76,7 @@ def test_compile__each_problem_has_its_own_compile_cache():
 
 def test_single_env__one_compiled_step_per_layout():
     """The single env's step is compiled once per state layout and shared: a second env of the same size, with
-    a user's instance, reuses it, another size compiles its own; a state whose tensors share storage (a reset's first and current node)
+    a user's instance, reuses it, another size compiles its own, a state of another layout raises; a state whose tensors share storage (a reset's first and current node)
     steps as separate tensors."""
     env = gym.make("routing/TSP-v0", num_nodes=5, compile=True).unwrapped
     env.reset(seed=0)
@@ -92,6 +92,8 @@ def test_single_env__one_compiled_step_per_layout():
         new, reward, invalid = fn(env.problem, new, torch.tensor([4]))
     assert new.first.tolist() == [2] and new.current.tolist() == [4]
     assert reward.item() == pytest.approx(-torch.dist(state.instance.locs[0, 2], state.instance.locs[0, 4]).item())
+    with pytest.raises(AssertionError, match="expected size 6==5"):  # another layout is refused, never misread
+        fn(env.problem, new._replace(visited=torch.zeros(1, 6, dtype=torch.int8)), torch.tensor([1]))
     bigger = gym.make("routing/TSP-v0", num_nodes=6, compile=True).unwrapped
     bigger.reset(seed=0)
     assert bigger._step is not env._step  # another layout, its own compiled step

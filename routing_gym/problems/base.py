@@ -634,17 +634,17 @@ _fixed_layout_steps: dict[tuple, Callable] = {}
 
 
 def fixed_layout_step(problem, state) -> tuple[Any, Callable]:
-    """``(state, fn)``: ``state`` with contiguous tensors, and :func:`step` compiled for that state's layout
-    (:func:`layout_of`: its batch size included), called as ``fn(problem, state, action)`` with a (B,) int64
-    action: what the single env's ``compile=True`` runs.
+    """``(state, fn)``: ``state`` with row-major tensors (:func:`row_major`), and :func:`step` compiled for that
+    state's layout (:func:`layout_of`: its batch size included), called as ``fn(problem, state, action)`` with
+    a (B,) int64 action: what the single env's ``compile=True`` runs.
 
     The step is traced once over the state's tensors (``make_fx`` with fake tensors: a branch on a tensor's
     value would fail the trace, never be baked in) and compiled by inductor, then called without dynamo,
-    whose frame handling and guards cost about half of a batch-1 step (TSP-50: 56 -> 30 us a step,
-    ``benchmarks/README.md``, "The single env's compiled step without dynamo"). In their place the layout is read here, once per
-    episode (compiled once per layout, shared by every env); the compiled graph returns a state of the same
-    layout (checked when it is made), so the episode's states keep it, and inductor's code asserts each
-    argument's shape and strides on every call."""
+    whose frame handling and guards cost about half of a batch-1 step (TSP-50: 56 -> 30 us a step;
+    ``benchmarks/README.md``, "The single env's compiled step without dynamo"). In their place the layout is
+    read here, once per episode (compiled once per layout, shared by every env); the compiled graph returns a
+    state of the same layout (checked when it is made), so the episode's states keep it, and inductor's code
+    asserts each argument's shape and strides on every call (``AssertionError`` for another layout)."""
     import torch._inductor  # noqa: F401  (imported here: importing the compiler takes seconds)
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -671,7 +671,7 @@ def fixed_layout_step(problem, state) -> tuple[Any, Callable]:
         if made != key[1]:
             raise RuntimeError(f"{problem.name}'s compiled step changes the state's layout ({key[1]} -> {made})")
 
-        def fn(problem, state, action):
+        def fn(_problem, state, action):  # step's signature; the problem is the one compiled in
             out = flat(*tensors_of(state), action)
             return rebuild(state, list(out[:count])), out[count], out[count + 1]
 
