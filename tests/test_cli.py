@@ -264,6 +264,12 @@ def test_errors__bad_numbers_are_refused_by_the_parser(capsys, argv, option):
     refused(capsys, argv, f"argument {option}:", "--help")
 
 
+def test_errors__a_size_of_zero_is_refused_not_replaced_by_the_default(capsys):
+    # --num-nodes 0 used to fall back to the shipped model's size (a run on n = 20 instances, not an error)
+    refused(capsys, ["eval", "--problem", "op", "--num-nodes", "0", "--policy", "pretrained", "--num-instances", "2"],
+            "num_nodes must be an integer >= 1, got 0")
+
+
 def test_errors__usage_mistakes_are_one_line(capsys):
     refused(capsys, ["eval", "--problem", "tsp"], "required: --policy", "routing-gym eval --help")
     refused(capsys, EVAL + ["--no-such-option"], "unrecognized arguments: --no-such-option")

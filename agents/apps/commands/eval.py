@@ -158,8 +158,9 @@ def instances_to_decode(args, problem, record: dict):
             extras = {k: v[:args.limit] for k, v in extras.items()}
             source = f"the first {len(instances[0])} instances of {args.dataset}"
     else:
-        num_nodes = next((n for n in (args.num_nodes, record.get("num_nodes")) if n is not None), None) \
-            or default_num_nodes(args.policy, args.problem)
+        num_nodes = next((n for n in (args.num_nodes, record.get("num_nodes")) if n is not None), None)
+        if num_nodes is None:  # not `or`: --num-nodes 0 is refused by the generator, not replaced by a default
+            num_nodes = default_num_nodes(args.policy, args.problem)
         note_variant(args.policy, args.problem, num_nodes, variant, record)
         check_fits(args.problem, args.num_instances, num_nodes, "--num-instances", **variant)
         instances = problem.generate(args.num_instances, num_nodes, generator=torch.Generator().manual_seed(args.seed),
