@@ -11,29 +11,7 @@ from agents.references.heuristics import (HEURISTICS, applicable, heuristic_tour
                                           nearest_neighbour_tsp, savings_routes, two_opt)
 from agents.references.solvers import METHODS, SUPPORTED, available, repair, solve
 from routing_gym.problems import CVRP, OP, PCTSP, PROBLEMS, SDVRP, SPCTSP, TSP, step, tour_cost
-
-
-
-def instances(problem, batch, n, seed=0):
-    return problem.generate(batch, n, generator=torch.Generator().manual_seed(seed))
-
-
-def ordered_routes(tour):
-    """A depot-problem tour's routes, each its customers in order."""
-    out, cur = [], []
-    for a in tour.tolist() + [0]:
-        if a == 0:
-            if cur:
-                out.append(cur)
-            cur = []
-        else:
-            cur.append(a)
-    return out
-
-
-def routes(tour):
-    """The customer sets of a depot-problem tour's routes."""
-    return sorted((frozenset(r) for r in ordered_routes(tour)), key=sorted)
+from tours import instances, ordered_routes, routes
 
 
 # ------------------------------------------------------------------------------------------ TSP
@@ -117,7 +95,7 @@ def test_savings__joins_the_near_pairs_and_keeps_a_full_customer_alone():
     locs = torch.tensor([[[0, 0], [1, 0], [1, 0.1], [-1, 0], [-1, 0.1], [0, 5]]])
     demand = torch.tensor([[0, 0.5, 0.5, 0.5, 0.5, 1.0]])
     tours = savings_routes(CVRP.Instance(locs=locs, demand=demand))
-    assert routes(tours[0]) == [frozenset({1, 2}), frozenset({3, 4}), frozenset({5})]
+    assert routes(tours[0]) == [[1, 2], [3, 4], [5]]
     assert savings_routes(CVRP.Instance(locs=locs[:, :2], demand=demand[:, :2])).tolist() == [[1, 0]]
 
 

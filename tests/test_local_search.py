@@ -8,27 +8,7 @@ from agents.inference.search import pad_tours
 from agents.references.heuristics import construct, improve_routes, nearest_neighbour_tsp
 from agents.references.solvers import available, solve
 from routing_gym.problems import CVRP, PROBLEMS, TSP, tour_cost
-
-
-def instances(problem, batch, n, seed=0):
-    return problem.generate(batch, n, generator=torch.Generator().manual_seed(seed))
-
-
-def random_tours(batch, n, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    return torch.stack([torch.randperm(n, generator=gen) for _ in range(batch)])
-
-
-def routes(tour):
-    """The customer lists of a depot-problem tour's routes, sorted."""
-    out, cur = [], []
-    for a in tour.tolist() + [0]:
-        if a == 0:
-            out += [sorted(cur)] if cur else []
-            cur = []
-        else:
-            cur.append(a)
-    return sorted(out)
+from tours import instances, random_tours, routes
 
 
 def one_move(a, b, c, d, rev1=False, rev2=False):

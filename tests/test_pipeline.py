@@ -18,12 +18,9 @@ from agents.policies.protocol import select_rows
 from agents.policies.pretrained import load_pretrained
 from agents.references.heuristics import construct, improve_routes, nearest_neighbour_tsp
 from routing_gym.problems import get_problem, tour_cost
+from tours import instances
 
 DATA = Path(__file__).resolve().parent / "data"
-
-
-def instances(problem, batch, n, seed=0):
-    return problem.generate(batch, n, generator=torch.Generator().manual_seed(seed))
 
 
 def nearest_neighbour_2opt(problem, inst):

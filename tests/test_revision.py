@@ -10,6 +10,7 @@ from agents.policies.attention_model import AttentionModel, AttentionModelConfig
 from agents.policies.pretrained import load_policy_file
 from agents.references.heuristics import applicable, heuristic_tours
 from routing_gym.problems import CVRP, OP, PROBLEMS, TSP, tour_cost
+from tours import instances, random_tours, routes
 
 TRAINED = [p for p in (Path(__file__).parents[1] / "agents/weights/shpp20.pt",
                        Path(__file__).parents[1] / "runs/first/shpp20/best.pt") if p.is_file()]
@@ -20,27 +21,6 @@ def tiny():
     torch.manual_seed(0)
     return AttentionModel(AttentionModelConfig(problem="shpp", embed_dim=16, n_heads=2, n_layers=1,
                                                ff_hidden=32)).eval()
-
-
-def instances(batch, n, seed=0):
-    return TSP.generate(batch, n, generator=torch.Generator().manual_seed(seed))
-
-
-def random_tours(batch, n, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    return torch.stack([torch.randperm(n, generator=gen) for _ in range(batch)])
-
-
-def routes(tour):
-    """The customer sets of a depot-problem tour's routes, sorted."""
-    out, cur = [], []
-    for a in tour.tolist() + [0]:
-        if a == 0:
-            out += [sorted(cur)] if cur else []
-            cur = []
-        else:
-            cur.append(a)
-    return sorted(out)
 
 
 # -- the window map ---------------------------------------------------------------------------------
@@ -81,7 +61,7 @@ def test_windows__cut_at_fixed_positions_and_every_window_edges(phase, expected)
 @pytest.mark.parametrize("n, window, kwargs", [(50, 20, {}), (43, 10, {}), (30, 20, {"augment": 8}),
                                                (25, 8, {"samples": 3}), (12, 20, {})])
 def test_revise__keeps_every_node_and_is_never_worse(tiny, n, window, kwargs):
-    inst, tours = instances(6, n, seed=n), random_tours(6, n, seed=n)
+    inst, tours = instances(TSP, 6, n, seed=n), random_tours(6, n, seed=n)
     before, given = tour_cost(TSP, inst, tours), tours.clone()
     revised, cost = revise(tiny, TSP, inst, tours, window=window, rounds=6,
                            generator=torch.Generator().manual_seed(0), **kwargs)
@@ -94,7 +74,7 @@ def test_revise__keeps_every_node_and_is_never_worse(tiny, n, window, kwargs):
 
 
 def test_revise__improves_only_window_inner_nodes_in_one_round(tiny):
-    inst, tours = instances(4, 40, seed=5), random_tours(4, 40, seed=5)
+    inst, tours = instances(TSP, 4, 40, seed=5), random_tours(4, 40, seed=5)
     revised, _ = revise(tiny, TSP, inst, tours, window=10, rounds=1)
     ends = torch.arange(0, 40, 10)  # the windows of round 0: positions 0..10, 10..20, ...: ends in place
     assert torch.equal(revised[:, ends], tours[:, ends])
@@ -104,7 +84,7 @@ def test_revise__improves_only_window_inner_nodes_in_one_round(tiny):
 
 
 def test_revise__batch_equals_one_by_one(tiny):
-    inst, tours = instances(5, 37, seed=7), random_tours(5, 37, seed=7)
+    inst, tours = instances(TSP, 5, 37, seed=7), random_tours(5, 37, seed=7)
     batch, cost = revise(tiny, TSP, inst, tours, window=9, rounds=8, augment=2)
     for i in range(5):
         one = type(inst)(*(f[i:i + 1] for f in inst))
@@ -114,17 +94,17 @@ def test_revise__batch_equals_one_by_one(tiny):
 
 
 def test_revise__deterministic(tiny):
-    inst, tours = instances(3, 45, seed=9), random_tours(3, 45, seed=9)
+    inst, tours = instances(TSP, 3, 45, seed=9), random_tours(3, 45, seed=9)
     runs = [revise(tiny, TSP, inst, tours, window=12, rounds=5, samples=2,
                    generator=torch.Generator().manual_seed(4)) for _ in range(2)]
     assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
 
 
 def test_revise__nothing_to_do_returns_the_input(tiny):
-    inst, tours = instances(2, 3), random_tours(2, 3)  # a window of 3 nodes has one inner node
+    inst, tours = instances(TSP, 2, 3), random_tours(2, 3)  # a window of 3 nodes has one inner node
     revised, cost = revise(tiny, TSP, inst, tours)
     assert torch.equal(revised, tours) and torch.equal(cost, tour_cost(TSP, inst, tours))
-    inst, tours = instances(2, 30), random_tours(2, 30)
+    inst, tours = instances(TSP, 2, 30), random_tours(2, 30)
     for kwargs in ({"rounds": 0}, {"time_limit": 0.0}):
         revised, cost = revise(tiny, TSP, inst, tours, **kwargs)
         assert torch.equal(revised, tours) and torch.equal(cost, tour_cost(TSP, inst, tours))
@@ -134,7 +114,7 @@ def test_revise__refuses_what_it_cannot_revise(tiny):
     with pytest.raises(ValueError, match="closed tours or routes"):
         inst = OP.generate(2, 10, generator=torch.Generator().manual_seed(0))
         revise(tiny, OP, inst, torch.zeros(2, 20, dtype=torch.long))
-    inst = instances(2, 10)
+    inst = instances(TSP, 2, 10)
     with pytest.raises(ValueError, match="augment"):
         revise(tiny, TSP, inst, random_tours(2, 10), augment=9)
     with pytest.raises(ValueError):  # not a tour: tour_cost refuses it
@@ -185,7 +165,7 @@ def test_revise__never_worse_on_every_problem_it_accepts(tiny, name):
                                         "runs/first/shpp20/best.pt (benchmarks/first_models.py --problems shpp)")
 def test_revise__trained_shpp20_model_shortens_random_tours():
     policy = load_policy_file(TRAINED[0])
-    inst, tours = instances(4, 100, seed=11), random_tours(4, 100, seed=11)
+    inst, tours = instances(TSP, 4, 100, seed=11), random_tours(4, 100, seed=11)
     before = tour_cost(TSP, inst, tours)
     revised, cost = revise(policy, TSP, inst, tours, window=20)
     assert torch.equal(cost, tour_cost(TSP, inst, revised))
