@@ -10,25 +10,13 @@ from agents.inference.subproblems import applies, sector_bounds, sector_decode
 from agents.policies.attention_model import AttentionModel, AttentionModelConfig
 from agents.policies.pretrained import load_pretrained
 from routing_gym.problems import get_problem, tour_cost
+from tours import ordered_routes
 
 
 def small_model(problem):
     torch.manual_seed(0)
     return AttentionModel(AttentionModelConfig(problem=problem, embed_dim=32, n_heads=4, n_layers=1,
                                                ff_hidden=64)).eval()
-
-
-def routes(tour):
-    """The customers of each route of one tour (actions, 0 the depot)."""
-    out, current = [], []
-    for a in tour.tolist():
-        if a == 0:
-            if current:
-                out.append(current)
-            current = []
-        else:
-            current.append(a)
-    return out + ([current] if current else [])
 
 
 @pytest.mark.parametrize("size", [1, 7, 20, 30])
@@ -62,7 +50,7 @@ def test_sector_decode__each_route_stays_in_one_sector_around_the_depot():
     order = torch.atan2(offset[..., 1], offset[..., 0]).argsort(dim=1) + 1
     for row, tour in enumerate(found.tours):
         sector_of = {int(node): k // 10 for k, node in enumerate(order[row])}
-        for customers in routes(tour):
+        for customers in ordered_routes(tour):
             assert len({sector_of[c] for c in customers}) == 1
 
 
