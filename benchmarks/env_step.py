@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import platform
 import time
 
 import gymnasium as gym
@@ -31,6 +29,7 @@ import numpy as np
 import torch
 
 import routing_gym  # noqa: F401  (registers the routing/ ids)
+from report import machine_line, markdown_table
 
 PROBLEMS = ("TSP", "CVRP", "OP", "PCTSP")
 CLOCKS = {"wall": time.perf_counter_ns, "cpu": time.thread_time_ns}
@@ -78,20 +77,6 @@ class Runner:
         return times
 
 
-def markdown_table(headers: list[str], rows: list[list], left: int = 1) -> str:
-    """A GitHub markdown table, the first ``left`` columns left-aligned, the others right-aligned."""
-    cells = [[str(c) for c in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
-    def line(values):
-        return "| " + " | ".join(v.ljust(w) if i < left else v.rjust(w)
-                                 for i, (v, w) in enumerate(zip(values, widths))) + " |"
-    rule = "|" + "|".join("-" * (w + 2) if i < left else "-" * (w + 1) + ":" for i, w in enumerate(widths)) + "|"
-    return "\n".join([line(headers), rule] + [line(r) for r in cells])
-
-
-def machine_line(threads: int, clock: str) -> str:
-    return (f"torch {torch.__version__}, {threads} torch thread(s), {os.cpu_count()} CPU core(s), "
-            f"Python {platform.python_version()}, {platform.machine()}, gymnasium {gym.__version__}; {clock} clock")
 
 
 def main(argv=None) -> None:
@@ -108,7 +93,7 @@ def main(argv=None) -> None:
             gc.collect()
             samples[c].append(runners[c].run(per_round))
 
-    machine = machine_line(args.threads, args.clock)
+    machine = machine_line(args.threads, f"{args.clock} clock")
     print(f"Single-env step time (env.step only; random masked actions; reset not timed)\n{machine}\n")
     rows = []
     for p, n in configs:

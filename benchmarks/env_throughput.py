@@ -53,8 +53,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import platform
 import time
 import warnings
 from functools import partial
@@ -64,6 +62,7 @@ import numpy as np
 import torch
 
 import routing_gym  # noqa: F401  (registers the routing/ ids)
+from report import machine_line, markdown_table
 
 PROBLEMS = ("TSP", "CVRP", "OP", "PCTSP")
 CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
@@ -259,17 +258,6 @@ def measure(runners: dict, rounds: int, window: float) -> dict:
     return rates
 
 
-def markdown_table(headers: list[str], rows: list[list], left: int = 1) -> str:
-    """A GitHub markdown table, the first ``left`` columns left-aligned, the others right-aligned."""
-    cells = [[str(c) for c in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
-
-    def line(values):
-        return "| " + " | ".join(v.ljust(w) if i < left else v.rjust(w)
-                                 for i, (v, w) in enumerate(zip(values, widths))) + " |"
-    rule = "|" + "|".join("-" * (w + 2) if i < left else "-" * (w + 1) + ":" for i, w in enumerate(widths)) + "|"
-    return "\n".join([line(headers), rule] + [line(r) for r in cells])
-
 
 def verdict(value: float, target: float, at_least: bool) -> str:
     ok = value >= target if at_least else value <= target
@@ -282,9 +270,7 @@ def main(argv=None) -> None:
     clock = CLOCKS[args.clock]
     torch.set_num_threads(args.threads)
     use_rl4co, note = (False, "RL4CO rows skipped (--no-rl4co)") if args.no_rl4co else rl4co_available()
-    machine = (f"torch {torch.__version__}, {args.threads} torch thread(s), {os.cpu_count()} CPU core(s), "
-               f"Python {platform.python_version()}, {platform.machine()}, gymnasium {gym.__version__}; {note}; "
-               f"{args.clock} clock")
+    machine = machine_line(args.threads, note, f"{args.clock} clock")
     big, small = args.big_batch, args.small_batch
     results: dict = {}
     for problem in args.problems:

@@ -24,8 +24,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import platform
 import time
 
 import gymnasium as gym
@@ -38,6 +36,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 import routing_gym  # noqa: F401  (registers the routing/ ids)
 from routing_gym.sb3 import SB3VecEnv
+from report import machine_line, markdown_table
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -87,18 +86,6 @@ class Runner:
         return step_ns, mask_ns
 
 
-def markdown_table(headers: list[str], rows: list[list]) -> str:
-    cells = [[str(c) for c in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
-    line = lambda vals: "| " + " | ".join(v.rjust(w) for v, w in zip(vals, widths)) + " |"  # noqa: E731
-    rule = "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|"
-    return "\n".join([line(headers), rule] + [line(r) for r in cells])
-
-
-def machine_line(threads: int) -> str:
-    return (f"torch {torch.__version__}, {threads} torch thread(s), {os.cpu_count()} CPU core(s), "
-            f"Python {platform.python_version()}, gymnasium {gym.__version__}, "
-            f"stable-baselines3 {stable_baselines3.__version__}")
 
 
 def main(argv=None) -> None:
@@ -130,8 +117,9 @@ def main(argv=None) -> None:
                                      / row["SB3VecEnv"]["step_masks_us_per_instance"])
         results.append(row)
 
+    machine = machine_line(args.threads, f"stable-baselines3 {stable_baselines3.__version__}")
     print(f"SB3 VecEnv step on {args.env}: µs per instance-step (median per call / B), random masked actions\n"
-          f"{machine_line(args.threads)}\n")
+          f"{machine}\n")
     rows = []
     for r in results:
         dummy, ours = r["DummyVecEnv"], r["SB3VecEnv"]
@@ -139,10 +127,10 @@ def main(argv=None) -> None:
                      f"{r['speedup_step']:.0f}x", f"{dummy['step_masks_us_per_instance']:.2f}",
                      f"{ours['step_masks_us_per_instance']:.2f}", f"{r['speedup_step_masks']:.0f}x"])
     print(markdown_table(["B", "DummyVecEnv step", "SB3VecEnv step", "speedup (step)", "DummyVecEnv step+masks",
-                          "SB3VecEnv step+masks", "speedup (step+masks)"], rows))
+                          "SB3VecEnv step+masks", "speedup (step+masks)"], rows, left=0))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"env": args.env, "machine": machine_line(args.threads), "threads": args.threads,
+            json.dump({"env": args.env, "machine": machine, "threads": args.threads,
                        "results": results}, f, indent=2)
 
 
