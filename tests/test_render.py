@@ -19,6 +19,7 @@ from agents.apps import visual
 from agents.apps.visual import builtin_policy, nearest_policy, node_at, play, random_policy, record
 from routing_gym import render
 from routing_gym.render import CURRENT_COLOUR, DEPOT_COLOUR, ROUTE_COLOURS, Viewer, save_png, to_pixel
+from frames import episode_snapshots
 
 PROBLEMS = tuple(routing_gym.PROBLEMS)  # every problem in the registry
 SIZE = (240, 200)
@@ -384,21 +385,6 @@ def test_render_size__the_smallest_frames_draw_alike_in_both_envs():
 
 
 # -- what a reader sees: legend, colours, arrowheads, margins, numbers ---------------------------------
-def episode_snapshots(problem, n=8, seed=0, policy=nearest_policy):
-    """(snapshot, frame) of every state of one episode, from the first frame to the final one."""
-    env = make(problem, n=n, size=(300, 300))
-    obs, _ = env.reset(seed=seed)
-    out, tour, done = [], [], False
-    while True:
-        core = env.unwrapped
-        out.append((render.snapshot(problem, core.state, list(tour), -core._return, core._invalid), env.render()))
-        if done:
-            break
-        tour.append(policy(env, obs))
-        obs, _, done, _, _ = env.step(tour[-1])
-    env.close()
-    return out
-
 
 def near(frame, colour, tol=40) -> int:
     """How many pixels lie within ``tol`` (Euclidean, RGB) of ``colour``."""
