@@ -77,8 +77,6 @@ class Runner:
         return times
 
 
-
-
 def main(argv=None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)

@@ -258,7 +258,6 @@ def measure(runners: dict, rounds: int, window: float) -> dict:
     return rates
 
 
-
 def verdict(value: float, target: float, at_least: bool) -> str:
     ok = value >= target if at_least else value <= target
     return "met" if ok else "missed"

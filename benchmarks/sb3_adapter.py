@@ -86,8 +86,6 @@ class Runner:
         return step_ns, mask_ns
 
 
-
-
 def main(argv=None) -> None:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)

@@ -385,7 +385,6 @@ def test_render_size__the_smallest_frames_draw_alike_in_both_envs():
 
 
 # -- what a reader sees: legend, colours, arrowheads, margins, numbers ---------------------------------
-
 def near(frame, colour, tol=40) -> int:
     """How many pixels lie within ``tol`` (Euclidean, RGB) of ``colour``."""
     return int((np.linalg.norm(frame.astype(float) - np.array(colour, float), axis=-1) < tol).sum())

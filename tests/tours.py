@@ -1,6 +1,8 @@
 """Test helpers for tours: seeded instances and permutations, and a depot-problem tour read as its routes."""
 import torch
 
+from agents.references.pipeline import route_lists
+
 
 def instances(problem, batch, n, seed=0):
     """``batch`` seeded instances of ``problem`` with ``n`` customers (TSP: nodes)."""
@@ -15,15 +17,7 @@ def random_tours(batch, n, seed=0):
 
 def ordered_routes(tour):
     """A depot-problem tour's routes (split at node 0), each its customers in order."""
-    out, cur = [], []
-    for a in tour.tolist() + [0]:
-        if a == 0:
-            if cur:
-                out.append(cur)
-            cur = []
-        else:
-            cur.append(a)
-    return out
+    return route_lists(tour.tolist())
 
 
 def routes(tour):
