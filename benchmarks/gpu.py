@@ -32,7 +32,7 @@ from agents.inference.rollout import evaluate
 from agents.training.config import TrainConfig
 from agents.training.reinforce import Trainer, train_step
 from routing_gym.problems import PROBLEMS, get_problem, step
-from routing_gym.problems.base import compiled, rebuild, row_major, tensors_of
+from routing_gym.problems.base import fixed_layout_step, rebuild, row_major, tensors_of
 
 
 FIRST = ["tsp", "cvrp", "op", "pctsp"]
@@ -54,6 +54,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--epoch-budget", type=float, default=60.0, help="seconds per training-epoch row")
     p.add_argument("--decode-instances", type=int, default=10_000)
     p.add_argument("--decode-nodes", type=int, default=100)
+    p.add_argument("--sections", nargs="+", choices=["steps", "train", "decode"], default=["steps", "train", "decode"],
+                   help="the tables printed")
     p.add_argument("--tiny", action="store_true", help="CPU smoke sizes: B up to 2^6, 1,024-instance epoch, "
                                                        "64 decoded instances")
     args = p.parse_args(argv)
@@ -80,6 +82,7 @@ def step_rate(problem, batch: int, n: int, device: torch.device, make, seconds: 
     draw = lambda s: torch.multinomial(s.mask.float(), 1, generator=g).squeeze(1)  # noqa: E731
     state = fresh()
     fn = make(problem, state, draw(state))
+    check_against_eager(problem, fn, fresh(), draw)
     for _ in range(3):  # warm-up (compiles)
         state = fn(problem, state, draw(state))[0]
     timed, calls = 0.0, 0
@@ -94,6 +97,19 @@ def step_rate(problem, batch: int, n: int, device: torch.device, make, seconds: 
         timed += time.perf_counter() - start
         calls += 1
     return batch * calls / timed
+
+
+def check_against_eager(problem, fn, state, draw) -> None:
+    """A few steps of ``fn`` from ``state`` must give the eager step's states: a rate of a step that does
+    not step is no result."""
+    ref = cur = state
+    for _ in range(3):
+        action = draw(ref)
+        ref, cur = step(problem, ref, action)[0], fn(problem, cur, action)[0]
+        for name, a, b in zip(type(ref)._fields, ref, cur):
+            for x, y in zip(tensors_of([a]), tensors_of([b])):
+                if x.shape != y.shape or not torch.allclose(x.double(), y.double(), atol=1e-5):
+                    raise AssertionError(f"{problem.label}: the measured step's {name} differs from the eager step's")
 
 
 class InPlaceStep:
@@ -137,15 +153,19 @@ class InPlaceStep:
         return (self.state,)
 
 
-def step_modes(device: torch.device, problem) -> dict:
-    """Each mode of the step table for one problem: ``mode -> make(problem, state, action) -> fn``. The compiled
-    modes share one compiled step (:func:`compiled`, what the vector env's ``compile=True`` runs: each batch size
-    compiled once)."""
-    fn = compiled(step, device.type, problem)
-    modes = {"eager": lambda problem, state, action: step, "compiled": lambda problem, state, action: fn}
+def step_modes(device: torch.device) -> dict:
+    """Each mode of the step table: ``mode -> make(problem, state, action) -> fn``. The compiled modes run
+    :func:`fixed_layout_step` (traced by ``make_fx`` and compiled by inductor for the state's layout, called
+    without dynamo: what the single env's ``compile=True`` runs), once per batch size: torch 2.11's dynamo
+    could not compile the step that the vector env's ``compile=True`` compiles (an ``AssertionError`` in its
+    side-effect codegen on the state's NamedTuples, or a wrong result), measured on an H200."""
+    def layout_step(problem, state, action):
+        return fixed_layout_step(problem, state)[1]
+
+    modes = {"eager": lambda problem, state, action: step, "compiled": layout_step}
     if device.type == "cuda":
-        modes["compiled + CUDA graph"] = lambda problem, state, action: InPlaceStep(problem, fn, state, action,
-                                                                                   graph=True)
+        modes["compiled + CUDA graph"] = lambda problem, state, action: InPlaceStep(
+            problem, layout_step(problem, state, action), state, action, graph=True)
     return modes
 
 
@@ -157,7 +177,7 @@ def step_table(args, device: torch.device) -> str:
     start, skipped = time.perf_counter(), []
     for name in args.problems:
         problem = get_problem(name)
-        for mode, make in step_modes(device, problem).items():
+        for mode, make in step_modes(device).items():
             if time.perf_counter() - start > args.step_budget:
                 skipped.append(f"{problem.label} {mode}")
                 continue
@@ -216,21 +236,22 @@ def decode_row(args, device: torch.device) -> str:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    # the step table compiles each problem's step once per batch size: more versions than dynamo keeps by default
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 4 * (args.max_exp - args.min_exp + 1))
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"torch {torch.__version__}, device {device} ({name})\n", flush=True)
-    print(step_table(args, device), "\n", flush=True)
-    print("Training epoch (reinforce.train_step, greedy-rollout baseline)\n")
-    print("| problem | precision | batch | epoch time | instances/s |\n|---|---|---:|---:|---:|")
-    for bf16 in (False, True):
-        if bf16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-            continue
-        print(row_or_failure(epoch_row, args, device, bf16), flush=True)
-    print("\nGreedy decoding\n")
-    print("| problem | instances | chunk | time | mean cost |\n|---|---:|---:|---:|---:|")
-    print(row_or_failure(decode_row, args, device), flush=True)
+    if "steps" in args.sections:
+        print(step_table(args, device), "\n", flush=True)
+    if "train" in args.sections:
+        print("Training epoch (reinforce.train_step, greedy-rollout baseline)\n")
+        print("| problem | precision | batch | epoch time | instances/s |\n|---|---|---:|---:|---:|")
+        for bf16 in (False, True):
+            if bf16 and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+                continue
+            print(row_or_failure(epoch_row, args, device, bf16), flush=True)
+    if "decode" in args.sections:
+        print("\nGreedy decoding\n")
+        print("| problem | instances | chunk | time | mean cost |\n|---|---:|---:|---:|---:|")
+        print(row_or_failure(decode_row, args, device), flush=True)
 
 
 def row_or_failure(row, *args) -> str:

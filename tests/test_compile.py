@@ -189,3 +189,22 @@ def test_single_env__compiled_for_its_layout_steps_as_eager(name):
                 assert_exact(x, y, f"episode {episode} {label}")
             obs, done = [o[0] for o in out], out[0][2]
     assert envs[1].unwrapped._step is not eager_step
+
+
+def test_masks__converted_not_viewed_in_a_graph_traced_for_the_compiler():
+    """Inductor could not lower a bool view of a byte mask for CUDA (torch 2.11 on an H200): a graph traced
+    for it (the single env's fixed-layout step) converts the masks, with the same values; eager code views."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from routing_gym.problems.masks import flags, mask_of, traced_for_compiler
+
+    def fn(m):
+        return mask_of(~flags(m))
+
+    m = torch.tensor([[0, 1, 1, 0]], dtype=torch.int8)
+    eager = make_fx(fn)(m)
+    with traced_for_compiler():
+        traced = make_fx(fn)(m)
+    views = lambda g: [n for n in g.graph.nodes if n.target == torch.ops.aten.view.dtype]  # noqa: E731
+    assert views(eager) and not views(traced)
+    assert torch.equal(traced(m), fn(m)) and fn(m).tolist() == [[1, 0, 0, 1]]

@@ -65,7 +65,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .masks import flags, is_marked, mask_of
+from .masks import flags, is_marked, mask_of, traced_for_compiler
 
 
 @dataclass(frozen=True)
@@ -662,7 +662,7 @@ def fixed_layout_step(problem, state) -> tuple[Any, Callable]:
         # which the trace would take as a rule of every state
         example = [t.clone() for t in tensors_of(state)]
         example.append(torch.zeros(state.done.shape, dtype=torch.int64, device=state.done.device))
-        with torch.inference_mode():
+        with torch.inference_mode(), traced_for_compiler():
             graph = make_fx(flat_step, tracing_mode="fake")(*example)
             with torch._inductor.config.patch({"cpp.simdlen": 1}):  # as in :func:`compiled`
                 flat = torch._inductor.compile(graph, example)

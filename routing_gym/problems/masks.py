@@ -16,7 +16,8 @@ negate its :func:`flags`).
 """
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Iterator
 
 import torch
 from torch import Tensor
@@ -34,17 +35,37 @@ def full_mask(batch_size: int, num_nodes: int, device: Any) -> Tensor:
     return torch.ones(batch_size, num_nodes, dtype=MASK_DTYPE, device=device)
 
 
+_traced_for_compiler = False
+
+
+@contextlib.contextmanager
+def traced_for_compiler() -> Iterator[None]:
+    """Within: :func:`flags` and :func:`mask_of` convert, as under ``torch.compile``, for a graph traced by
+    ``make_fx`` that inductor compiles (``base.fixed_layout_step``): inductor could not lower the bool view
+    for CUDA (torch 2.11 on an H200: "torch.bool is not supported by torch.iinfo")."""
+    global _traced_for_compiler
+    before, _traced_for_compiler = _traced_for_compiler, True
+    try:
+        yield
+    finally:
+        _traced_for_compiler = before
+
+
+def converting() -> bool:
+    return _traced_for_compiler or torch.compiler.is_compiling()
+
+
 def flags(mask: Tensor) -> Tensor:
-    """The mask as a bool tensor of the same shape: a view in eager code (no copy); a comparison under
-    ``torch.compile``, which fuses it into its kernels (inductor's vectorised C++ has no bool <-> byte
-    bit cast)."""
-    return mask != 0 if torch.compiler.is_compiling() else mask.view(torch.bool)
+    """The mask as a bool tensor of the same shape: a view in eager code (no copy); a comparison in compiled
+    code (``torch.compile``, :func:`traced_for_compiler`), which fuses it into its kernels (inductor's
+    vectorised C++ has no bool <-> byte bit cast)."""
+    return mask != 0 if converting() else mask.view(torch.bool)
 
 
 def mask_of(condition: Tensor) -> Tensor:
-    """A bool condition (B, N) stored as a mask: a view in eager code, a conversion under ``torch.compile``
-    (as :func:`flags`)."""
-    return condition.to(MASK_DTYPE) if torch.compiler.is_compiling() else condition.view(MASK_DTYPE)
+    """A bool condition (B, N) stored as a mask: a view in eager code, a conversion in compiled code (as
+    :func:`flags`)."""
+    return condition.to(MASK_DTYPE) if converting() else condition.view(MASK_DTYPE)
 
 
 def mark(mask: Tensor, index: Tensor) -> Tensor:
