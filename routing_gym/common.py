@@ -31,6 +31,23 @@ def check_flag(value: Any, name: str) -> bool:
     return bool(value)
 
 
+COMPILE_MIN_TORCH = (2, 13)
+
+
+def check_compile(value: Any) -> bool:
+    """``compile``'s value (:func:`check_flag`); ``True`` needs torch :data:`COMPILE_MIN_TORCH` or newer, else a
+    ``RuntimeError`` that says so: torch 2.11's compiler failed on these steps on CUDA (dynamo with an internal
+    ``AssertionError`` or a state that was no state, inductor unable to lower the masks), where 2.13 compiles
+    every problem's step and the tests compare it with the eager one."""
+    flag = check_flag(value, "compile")
+    have = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+    if flag and have < COMPILE_MIN_TORCH:
+        need = ".".join(map(str, COMPILE_MIN_TORCH))
+        raise RuntimeError(f"compile=True needs torch {need} or newer (this is torch {torch.__version__}, whose "
+                           f"compiler failed on these steps); use compile=False, which steps the same dynamics eagerly")
+    return flag
+
+
 def check_choice(value: Any, name: str, choices: tuple) -> Any:
     """``value`` if it is one of ``choices``, else ``ValueError`` naming the argument and the choices."""
     if value not in choices:

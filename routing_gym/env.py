@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from .common import (INVALID_ACTION_MODES, check_choice, check_flag, check_render_size, check_seed, observation_space,
+from .common import (INVALID_ACTION_MODES, check_choice, check_compile, check_render_size, check_seed, observation_space,
                      resolve_num_nodes, seeded_generator, sized_classes)
 from .problems import PROBLEMS, step
 from .problems.base import fixed_layout_step
@@ -55,7 +55,7 @@ class RoutingEnv(gym.Env):
         self.invalid_action = invalid_action
         self.render_mode = render_mode
         self.render_size = check_render_size(frame_size(render_size))
-        self.compile = check_flag(compile, "compile")
+        self.compile = check_compile(compile)
         self._step = eager_step  # compile=True: the step compiled for each episode's state layout, set by reset()
         self._variant = self.problem.check_variant(variant)
         self.observation_space = observation_space(self.problem, self.n_total)
@@ -247,7 +247,8 @@ replay buffers can store it; the tour itself is ``info["tour"][info["tour"] >= 0
   actions; the state is unchanged).
 - ``render_size``: ``(width, height)`` of the frames, integers from 64 to 8192 pixels, default ``(600, 600)``.
 - ``compile``: ``True`` steps the dynamics compiled with ``torch.compile`` (the first step compiles, for
-  seconds, and needs a C++ compiler; what it buys is measured in benchmarks/README.md); default ``False``.
+  seconds, and needs a C++ compiler and torch 2.13 or newer; what it buys is measured in benchmarks/README.md);
+  default ``False``.
 
 ## Example
 >>> import gymnasium as gym, routing_gym

@@ -16,7 +16,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from torch import Tensor
 
-from .common import (INVALID_ACTION_MODES, check_choice, check_flag, check_render_size, check_seed, observation_space,
+from .common import (INVALID_ACTION_MODES, check_choice, check_compile, check_render_size, check_seed, observation_space,
                      resolve_num_nodes, seeded_generator, sized_classes)
 from .problems import PROBLEMS, step
 from .problems.base import compiled, finish, is_allowed, native_array
@@ -246,7 +246,8 @@ class RoutingVectorEnv(VectorEnv):
         render_size: ``(width, height)`` of the frames, integers from 64 to 8192 pixels, default ``(600, 600)``.
         compile: ``True`` steps with :func:`advance_and_renew` compiled by ``torch.compile`` (on the CPU with
             its renewal only in steps that reset, :meth:`_stepper`; the first step of a shape compiles; results
-            equal the eager step's up to float rounding). Default ``False``.
+            equal the eager step's up to float rounding; needs torch 2.13 or newer, else ``RuntimeError``).
+            Default ``False``.
         **variant: the problem's options (its ``variants``); an unknown one raises ``TypeError``.
 
     A bad argument is a ``ValueError`` naming it. In torch mode on a device other than the CPU, a step in
@@ -276,7 +277,7 @@ class RoutingVectorEnv(VectorEnv):
             self.max_episode_steps = min(self.max_episode_steps, torch.iinfo(torch.int64).max)
         self.autoreset_mode = check_autoreset_mode(autoreset_mode)  # read by wrappers and TorchRL, as SyncVectorEnv's
         self.device = resolve_device(device)
-        self.compile = check_flag(compile, "compile")
+        self.compile = check_compile(compile)
         # a step may read a tensor on the host (free on the CPU; numpy mode reads anyway); elsewhere the pool
         # of automatic resets is regenerated on a host-side schedule
         self._reads_host = self.device.type == "cpu" or self.array_type == "numpy"

@@ -56,6 +56,18 @@ def test_compile__must_be_a_bool():
         gym.make_vec("routing/TSP-20", num_envs=2, vectorization_mode="vector_entry_point", compile=1)
 
 
+def test_compile__refused_on_a_torch_whose_compiler_failed_on_the_steps(monkeypatch):
+    """torch 2.11's compiler failed on the steps on CUDA (a dynamo error, a wrong state): compile=True on an
+    older torch than 2.13 is a clear error, compile=False runs."""
+    monkeypatch.setattr(torch, "__version__", "2.11.0+cu130")
+    with pytest.raises(RuntimeError, match=r"compile=True needs torch 2.13 or newer \(this is torch 2.11.0\+cu130"):
+        gym.make("routing/TSP-20", compile=True)
+    with pytest.raises(RuntimeError, match="use compile=False"):
+        gym.make_vec("routing/TSP-20", num_envs=2, vectorization_mode="vector_entry_point", compile=True)
+    env = gym.make("routing/TSP-20", compile=False)
+    assert env.reset(seed=0)[0]["action_mask"].all()
+
+
 def test_compile__each_problem_has_its_own_compile_cache():
     """Dynamo keeps a few compiled versions per function (``recompile_limit``) and runs the rest eagerly;
     every problem compiles its own copy of the vector env's step, so one problem's versions never crowd out
