@@ -53,17 +53,17 @@ def matmul_rate(device: torch.device, dtype: torch.dtype) -> float:
     return 2 * n**3 * reps / (time.perf_counter() - start)
 
 
-def ours(problem: str, n: int, args):
+def ours(problem: str, n: int, args, bf16: bool = False):
     """``(train_step, greedy_1000, count_flops)`` of our trainer: each call does one training batch
     (``agents.training.reinforce.train_step``), a greedy evaluation of 1,000 instances, or counts a batch's FLOPs."""
     cfg = TrainConfig(problem=problem, num_nodes=n, batch_size=args.batch_size, epoch_size=args.batch_size,
-                      eval_size=args.batch_size, val_size=args.batch_size, device=args.device, bf16=args.bf16,
+                      eval_size=args.batch_size, val_size=args.batch_size, device=args.device, bf16=bf16,
                       baseline=args.baseline, warmup_epochs=0, out_dir="/tmp/routing-gym-bench")
     trainer = Trainer(cfg)
     instances = get_problem(problem).generate(1000, n, generator=torch.Generator().manual_seed(0))
 
     def greedy():
-        with torch.no_grad():
+        with torch.no_grad(), trainer.autocast():
             evaluate(trainer.policy, problem, instances, batch_size=1000, device=trainer.device)
 
     def flops():
@@ -74,10 +74,10 @@ def ours(problem: str, n: int, args):
     return lambda: train_step(trainer), greedy, flops
 
 
-def rl4co(problem: str, n: int, args):
+def rl4co(problem: str, n: int, args, bf16: bool = False):
     """The same three for RL4CO's Attention Model policy and environment (its REINFORCE step with a greedy
-    rollout baseline written out, as ``rl4co.models.REINFORCE`` does it, without Lightning's loop), or
-    None when rl4co is not installed."""
+    rollout baseline written out, as ``rl4co.models.REINFORCE`` does it, without Lightning's loop), its
+    forward passes under the same bf16 autocast as ours with ``bf16``, or None when rl4co is not installed."""
     try:
         from rl4co import envs
         from rl4co.models.zoo.am import AttentionModelPolicy
@@ -88,11 +88,13 @@ def rl4co(problem: str, n: int, args):
     policy = AttentionModelPolicy(env_name=env.name).to(device)
     baseline = copy.deepcopy(policy).eval()
     optimizer = torch.optim.Adam(policy.parameters(), lr=1e-4)
+    autocast = lambda: torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)  # noqa: E731
 
     def train_step():
         td = env.reset(batch_size=[args.batch_size]).to(device)
-        out = policy(td.clone(), env, phase="train", decode_type="sampling")
-        with torch.no_grad():
+        with autocast():
+            out = policy(td.clone(), env, phase="train", decode_type="sampling")
+        with torch.no_grad(), autocast():
             bl = baseline(td.clone(), env, phase="train", decode_type="greedy")["reward"]
         loss = -((out["reward"] - bl) * out["log_likelihood"]).mean()
         optimizer.zero_grad(set_to_none=True)
@@ -104,7 +106,7 @@ def rl4co(problem: str, n: int, args):
 
     def greedy():
         policy.eval()
-        with torch.no_grad():
+        with torch.no_grad(), autocast():
             policy(test.clone(), env, phase="test", decode_type="greedy")
         policy.train()
 
@@ -127,10 +129,13 @@ def measure(problem: str, n: int, args) -> list[dict]:
     slow spell of a shared machine hits all of them alike."""
     device = torch.device(args.device)
     contenders = {"ours": ours(problem, n, args)}
-    if args.rl4co and args.baseline == "rollout" and not args.bf16:
-        peer = rl4co(problem, n, args)
-        if peer is not None:
-            contenders[f"RL4CO {version('rl4co')}"] = peer
+    if args.bf16:
+        contenders["ours (bf16)"] = ours(problem, n, args, bf16=True)
+    if args.rl4co and args.baseline == "rollout":
+        for bf16 in (False, True) if args.bf16 else (False,):
+            peer = rl4co(problem, n, args, bf16)
+            if peer is not None:
+                contenders[f"RL4CO {version('rl4co')}" + (" (bf16)" if bf16 else "")] = peer
     for train_step, greedy, _ in contenders.values():  # warm-up
         train_step()
         greedy()
@@ -143,7 +148,8 @@ def measure(problem: str, n: int, args) -> list[dict]:
     for name, (_, _, flops) in contenders.items():
         rate = args.batch_size / statistics.median(times[name]["train"])
         per_instance = flops()
-        rows.append({"problem": f"{problem}-{n}", "contender": name, "inst_s": rate, "epoch_s": EPOCH / rate,
+        rows.append({"problem": f"{problem}-{n}", "contender": name, "bf16": "bf16" in name,
+                     "inst_s": rate, "epoch_s": EPOCH / rate,
                      "gflop_per_inst": per_instance and per_instance / 1e9,
                      "achieved_tflops": per_instance and per_instance * rate / 1e12,
                      "greedy_1000_s": statistics.median(times[name]["greedy"])})
@@ -157,7 +163,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=512)
     ap.add_argument("--baseline", default="rollout", choices=("rollout", "exponential", "pomo"))
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--bf16", action="store_true", help="also each contender with bf16 autocast (rows beside fp32)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads on the CPU (default: torch's)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-rl4co", dest="rl4co", action="store_false",
@@ -167,9 +173,12 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu, {torch.get_num_threads()} threads"
-    peak = matmul_rate(device, torch.bfloat16 if args.bf16 else torch.float32)
-    print(f"device: {name}; batch {args.batch_size}; baseline {args.baseline}; "
-          f"{'bf16' if args.bf16 else 'fp32'}; measured matmul {peak / 1e12:.2f} TFLOP/s")
+    peaks = {False: matmul_rate(device, torch.float32)}
+    rates = f"measured matmul fp32 {peaks[False] / 1e12:.2f} TFLOP/s"
+    if args.bf16:
+        peaks[True] = matmul_rate(device, torch.bfloat16)
+        rates += f", bf16 {peaks[True] / 1e12:.2f} (each row's MFU against its own)"
+    print(f"device: {name}; batch {args.batch_size}; baseline {args.baseline}; {rates}")
     print("| problem | contender | train inst/s | vs ours | epoch of 1.28M (s) | GFLOP / inst | achieved TFLOP/s | MFU "
           "| greedy s / 1000 |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -179,7 +188,7 @@ def main() -> None:
             for r in rows:
                 counted = r["gflop_per_inst"] is not None
                 flops = (f"{r['gflop_per_inst']:.3f} | {r['achieved_tflops']:.3f} | "
-                         f"{100 * r['achieved_tflops'] * 1e12 / peak:.1f}%") if counted else "- | - | -"
+                         f"{100 * r['achieved_tflops'] * 1e12 / peaks[r['bf16']]:.1f}%") if counted else "- | - | -"
                 print(f"| {r['problem']} | {r['contender']} | {r['inst_s']:.0f} | "
                       f"{r['inst_s'] / rows[0]['inst_s']:.2f}x | {r['epoch_s']:.0f} | {flops} | "
                       f"{r['greedy_1000_s']:.2f} |", flush=True)

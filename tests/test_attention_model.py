@@ -232,3 +232,29 @@ def test_encode__cpu_chunks_give_the_numbers_of_the_whole_batch(normalization, m
             monkeypatch.setattr(AttentionModel, "encode_layers", layers)
         assert torch.equal(whole, chunked)
         assert calls == ([50] if training and normalization == "batch" else [12, 12, 12, 12, 2])
+
+
+def test_attention__bf16_with_gradients_on_the_cpu_runs_in_fp32_with_the_same_values_and_gradients(monkeypatch):
+    """Under bf16 autocast on the CPU the attention's backward would run in bf16 (16x slower there): it runs in
+    fp32 and returns bf16; values and gradients agree with an fp32 attention to bf16's precision, masks kept."""
+    from agents.policies.attention_model import attention
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(4, 8, 5, 16, generator=g) for _ in range(3))
+    mask = torch.rand(4, 1, 5, 5, generator=g) > 0.3
+    mask[..., 0] = True  # every query keeps a key
+    want = [t.clone().requires_grad_() for t in (q, k, v)]
+    F.scaled_dot_product_attention(*want, attn_mask=mask).square().sum().backward()
+    sdpa, seen = F.scaled_dot_product_attention, []
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda q, *a, **kw: seen.append(q.dtype) or sdpa(q, *a, **kw))
+    got = [t.to(torch.bfloat16).requires_grad_() for t in (q, k, v)]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = attention(*got, mask)
+    assert out.dtype == torch.bfloat16
+    out.float().square().sum().backward()
+    for w, h in zip(want, got):
+        assert h.grad.dtype == torch.bfloat16
+        assert torch.allclose(h.grad.float(), w.grad, atol=0.1, rtol=0.05)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):  # inference stays in bf16 throughout
+        assert attention(*(t.to(torch.bfloat16) for t in (q, k, v)), mask).dtype == torch.bfloat16
+    assert seen == [torch.float32, torch.bfloat16]

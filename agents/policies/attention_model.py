@@ -229,6 +229,18 @@ def pairwise_distances(locs: Tensor) -> Tensor:
     return diff.square().sum(dim=-1).sqrt()
 
 
+def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
+    """``F.scaled_dot_product_attention(q, k, v, attn_mask=mask)``, computed in fp32 (and cast back) where its
+    backward would run in bf16 on the CPU: PyTorch's CPU attention backward in bf16 took 16x its fp32 time
+    (TSP-20 training, B = 512: 1.79 s against 0.11 s a batch), more than bf16 autocast saves in the matmuls
+    (``benchmarks/README.md``, "bf16 on the CPU")."""
+    if q.dtype == torch.bfloat16 and q.device.type == "cpu" and torch.is_grad_enabled():
+        with torch.autocast("cpu", enabled=False):
+            mask = mask if mask is None or mask.dtype == torch.bool else mask.float()
+            return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask).to(q.dtype)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
 class SelfAttention(nn.Module):
     """Multi-head self-attention without biases: queries, keys and values from one fused projection.
 
@@ -252,7 +264,7 @@ class SelfAttention(nn.Module):
             pad = torch.zeros(b, 1, 1, n, dtype=h.dtype, device=h.device).masked_fill(
                 key_padding_mask[:, None, None, :], -math.inf)  # (B, 1, 1, N)
             bias = pad if bias is None else bias + pad
-        heads = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)  # (B, H, N, K)
+        heads = attention(q, k, v, bias)  # (B, H, N, K)
         return self.out(heads.transpose(1, 2).reshape(b, n, d))  # (B, N, D)
 
 
@@ -397,14 +409,13 @@ class AttentionModel(nn.Module):
             key_step, val_step, logit_step = self.project_node_step(step).chunk(3, dim=-1)  # (B, T, N, D) each
             glimpse_key = cache.glimpse_key[:, None] + key_step.view(b, t, n, heads, d // heads).transpose(2, 3)
             glimpse_val = cache.glimpse_val[:, None] + val_step.view(b, t, n, heads, d // heads).transpose(2, 3)
-            glimpse = F.scaled_dot_product_attention(query.view(b, t, heads, 1, d // heads), glimpse_key, glimpse_val,
-                                                     attn_mask=mask[:, :, None, None, :])  # (B, T, H, 1, K)
+            glimpse = attention(query.view(b, t, heads, 1, d // heads), glimpse_key, glimpse_val,
+                                mask[:, :, None, None, :])  # (B, T, H, 1, K)
             glimpse = self.project_out(glimpse.reshape(b, t, d))  # (B, T, D)
             logits = torch.einsum("btd,btnd->btn", glimpse, cache.logit_key[:, None] + logit_step / math.sqrt(d))
         else:
-            glimpse = F.scaled_dot_product_attention(query.view(b, t, heads, d // heads).transpose(1, 2),
-                                                     cache.glimpse_key, cache.glimpse_val,
-                                                     attn_mask=mask[:, None])  # (B, H, T, K)
+            glimpse = attention(query.view(b, t, heads, d // heads).transpose(1, 2), cache.glimpse_key,
+                                cache.glimpse_val, mask[:, None])  # (B, H, T, K)
             glimpse = self.project_out(glimpse.transpose(1, 2).reshape(b, t, d))  # (B, T, D)
             logits = torch.einsum("btd,bnd->btn", glimpse, cache.logit_key)  # (B, T, N)
         if self.edge_weights:  # + scale * cost(current, j)

@@ -290,9 +290,8 @@ class Trainer:
         return gather_costs(costs) if sharded else costs
 
     def autocast(self):
-        """The forward passes' autocast context: bf16 on CUDA with ``cfg.bf16``, else none."""
-        enabled = self.cfg.bf16 and self.device.type == "cuda"
-        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=enabled)
+        """The forward passes' autocast context: bf16 with ``cfg.bf16`` (on any device), else none."""
+        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16)
 
     def fit(self, progress: bool = True, log: bool = True, overwrite: bool = False) -> list[dict]:
         """Train until ``cfg.epochs`` (or ``cfg.max_minutes``); after each epoch rank 0 writes ``best.pt``
