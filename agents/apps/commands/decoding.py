@@ -53,7 +53,13 @@ def decode_with(args, policy, problem, instances, options, fleet=None):
     :mod:`agents.references.pipeline` with ``--time-limit`` seconds per instance (and the most routes per
     instance, ``fleet`` (B,), where given; ``--revise``: the shipped SHPP model revises the searched
     tours), for ``sectors`` the sub-problems of :mod:`agents.inference.subproblems`
-    (``.cost``, ``.tours`` in every case)."""
+    (``.cost``, ``.tours`` in every case). ``--bf16``: the networks run under bf16 autocast (the costs stay
+    the envs' fp32 sums)."""
+    with torch.autocast(instances[0].device.type, dtype=torch.bfloat16, enabled=args.bf16):
+        return _decode(args, policy, problem, instances, options, fleet)
+
+
+def _decode(args, policy, problem, instances, options, fleet):
     if args.decode == "best":
         from ...references.pipeline import best, shipped_reviser
 
