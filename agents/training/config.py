@@ -87,7 +87,7 @@ class TrainConfig:
     """``auto`` (CUDA when available), ``cpu``, ``cuda`` or ``cuda:K``."""
     bf16: bool = False
     """bf16 autocast for the forward passes (the rollouts and the baseline's), on CUDA or the CPU. On a CPU it
-    pays only with bf16 matrix units (Intel AMX): ``benchmarks/README.md``, "bf16 training on the CPU"."""
+    pays only with bf16 matrix units (Intel AMX): ``benchmarks/README.md``, "bf16 on the CPU"."""
     eval_batch_size: int = 1024
     """Batch size of the greedy evaluations (baseline and validation)."""
     out_dir: str = "runs/train"

@@ -94,7 +94,8 @@ def add_run_args(t) -> None:
     t.add_argument("--val-size", type=int, help="instances in the fixed validation set " + trained("val_size"))
     t.add_argument("--seed", type=int, help="seed of the training stream " + trained("seed"))
     t.add_argument("--device", type=device_name, help=DEVICE_HELP + " " + trained("device"))
-    t.add_argument("--bf16", action="store_true", default=None, help="bf16 autocast for the forward passes, on CUDA or a CPU with bf16 matrix units (default: off)")
+    t.add_argument("--bf16", action="store_true", default=None,
+                   help="bf16 autocast for the forward passes, on CUDA or a CPU with bf16 matrix units (default: off)")
     t.add_argument("--out-dir", type=folder_arg,
                    help="where checkpoints and metrics.csv go (default: runs/PROBLEMNUM_NODES, "
                    "e.g. runs/tsp20)")
