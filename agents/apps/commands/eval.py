@@ -92,8 +92,8 @@ def add_decoding_args(e) -> None:
                    "own best tours, e.g. with --decode multistart)")
     e.add_argument("--device", type=device_arg, default="cpu", help=DEVICE_HELP)
     e.add_argument("--bf16", action="store_true",
-                   help="run the networks under bf16 autocast: on a GPU, or a CPU with bf16 matrix units (Intel AMX), "
-                        "greedy decoding about 1.8x faster, the tours sometimes different (TSP-50: mean cost +0.03%%)")
+                   help="run the networks under bf16 autocast (on a CPU with bf16 matrix units, Intel AMX: greedy TSP-50 "
+                        "about 1.8x faster; the tours sometimes differ, TSP-50 mean cost +0.03%%)")
     e.add_argument("--no-progress", action="store_true",
                    help="no progress bar (there is none anyway when stderr is not a terminal)")
 
