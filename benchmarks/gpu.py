@@ -1,10 +1,11 @@
 """One script for a GPU: env steps per second over batch sizes, a TSP-50 training epoch and greedy decoding.
 
-Prints three tables (markdown), each section bounded in time, under 8 minutes on one GPU with the defaults:
+Prints three tables (markdown), each section bounded in time (about 7 minutes on one H200 with the defaults,
+torch 2.11; ``--sections`` picks them):
 
 1. Core step throughput of each problem at n = 50 for B = 2^10 .. 2^17: the problem's batched ``step``
-   eager, compiled (what the vector env's ``compile=True`` runs, once per batch size) and the
-   compiled step captured in a CUDA graph that steps fixed state buffers in place (:class:`InPlaceStep`;
+   eager, compiled (the single env's fixed-layout step, :func:`fixed_layout_step`, once per batch size) and
+   the compiled step captured in a CUDA graph that steps fixed state buffers in place (:class:`InPlaceStep`;
    CUDA only). Random masked actions drawn outside the timing, a fresh batch whenever every episode has
    ended. The paper's four problems first, then the others while ``--step-budget`` lasts.
 2. A TSP-50 training epoch of ``--epoch-size`` instances (the paper's 1,280,000) with the bundled trainer
@@ -72,8 +73,9 @@ def sync(device: torch.device) -> None:
 
 
 def step_rate(problem, batch: int, n: int, device: torch.device, make, seconds: float) -> float:
-    """Steps per second (batch x calls / timed seconds) of ``make(state, action)(problem, state, action)``;
-    ``make`` sees the first state and action (a CUDA graph is captured on them)."""
+    """Steps per second (batch x calls / timed seconds) of ``fn = make(problem, state, action)`` called as
+    ``fn(problem, state, action)``; ``make`` sees the first state and action (a CUDA graph is captured on them),
+    and ``fn`` is checked against the eager step before it is timed."""
     g = torch.Generator(device=device).manual_seed(0)
     # a reset's state made row-major, one tensor per field: the layout of every later state, so that the
     # compiled step compiles once per batch size (not again for the reset's views and shared tensors)
