@@ -33,7 +33,7 @@ from agents.inference.rollout import evaluate
 from agents.training.config import TrainConfig
 from agents.training.reinforce import Trainer, train_step
 from routing_gym.problems import PROBLEMS, get_problem, step
-from routing_gym.problems.base import fixed_layout_step, rebuild, row_major, tensors_of
+from routing_gym.problems.base import fixed_layout_step, rebuild, row_major_state, tensors_of
 
 
 FIRST = ["tsp", "cvrp", "op", "pctsp"]
@@ -77,10 +77,8 @@ def step_rate(problem, batch: int, n: int, device: torch.device, make, seconds: 
     ``fn(problem, state, action)``; ``make`` sees the first state and action (a CUDA graph is captured on them),
     and ``fn`` is checked against the eager step before it is timed."""
     g = torch.Generator(device=device).manual_seed(0)
-    # a reset's state made row-major, one tensor per field: the layout of every later state, so that the
-    # compiled step compiles once per batch size (not again for the reset's views and shared tensors)
-    fresh = lambda: rebuild(reset := problem.reset(problem.generate(batch, n, generator=g, device=device)),  # noqa: E731
-                            [row_major(t.clone(memory_format=torch.contiguous_format)) for t in tensors_of(reset)])
+    # a reset's state made row-major: the layout of every later state, for which the step is compiled once
+    fresh = lambda: row_major_state(problem.reset(problem.generate(batch, n, generator=g, device=device)))  # noqa: E731
     draw = lambda s: torch.multinomial(s.mask.float(), 1, generator=g).squeeze(1)  # noqa: E731
     state = fresh()
     fn = make(problem, state, draw(state))

@@ -630,6 +630,11 @@ def row_major(t: Tensor) -> Tensor:
     return t if t.stride() == tuple(reversed(strides)) else t.clone(memory_format=torch.contiguous_format)
 
 
+def row_major_state(state):
+    """``state`` with every tensor row-major (:func:`row_major`): the layout a compiled step's outputs have."""
+    return rebuild(state, [row_major(t) for t in tensors_of(state)])
+
+
 _fixed_layout_steps: dict[tuple, Callable] = {}
 
 
@@ -648,7 +653,7 @@ def fixed_layout_step(problem, state) -> tuple[Any, Callable]:
     import torch._inductor  # noqa: F401  (imported here: importing the compiler takes seconds)
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    state = rebuild(state, [row_major(t) for t in tensors_of(state)])
+    state = row_major_state(state)
     key = (problem, layout_of(state))
     fn = _fixed_layout_steps.get(key)
     if fn is None:
