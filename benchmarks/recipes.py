@@ -94,6 +94,9 @@ RECIPES = {
     # another cosine over the shipped model from 1e-4: a longer second anneal, from a rate at which a model that
     # ended its first one near 0 can move again (for TSP-20's small network, whose first cosine peaked at 3e-4)
     "continue-b128-cos1e-4": from_weights("agents/weights/{problem}{n}.pt", "1e-4"),
+    # the same in bf16 autocast (more instances in the budget on a CPU with bf16 matrix units) from training stream
+    # seed 6, not the seed 0 of the anneals before it
+    "continue-bf16-b128-cos1e-4": [*from_weights("agents/weights/{problem}{n}.pt", "1e-4"), "--bf16", "--seed", "6"],
     # the shipped model continued with POMO's shared baseline (64 instances x n starts a step), a cosine from 2e-5:
     # training every start is training the multi-start decoding
     "continue-pomo-cos2e-5": ["--init-from", "agents/weights/{problem}{n}.pt", "--baseline", "pomo", "--batch-size",
