@@ -97,6 +97,10 @@ RECIPES = {
     # the same in bf16 autocast (more instances in the budget on a CPU with bf16 matrix units) from training stream
     # seed 6, not the seed 0 of the anneals before it
     "continue-bf16-b128-cos1e-4": [*from_weights("agents/weights/{problem}{n}.pt", "1e-4"), "--bf16", "--seed", "6"],
+    # a short anneal of a model that has just had one: the same from 2e-5, training stream seed 7
+    "continue-bf16-b128-cos2e-5": [*from_weights("agents/weights/{problem}{n}.pt", "2e-5"), "--bf16", "--seed", "7"],
+    # and from 1e-5, training stream seed 8
+    "continue-bf16-b128-cos1e-5": [*from_weights("agents/weights/{problem}{n}.pt", "1e-5"), "--bf16", "--seed", "8"],
     # the shipped model continued with POMO's shared baseline (64 instances x n starts a step), a cosine from 2e-5:
     # training every start is training the multi-start decoding
     "continue-pomo-cos2e-5": ["--init-from", "agents/weights/{problem}{n}.pt", "--baseline", "pomo", "--batch-size",
