@@ -27,8 +27,8 @@ references come from ``routing-gym solve ... --num-instances 10000 --seed 1234 -
 runs/heldout/{problem}{n}_val1234.npz`` (a set drawn from one seed starts with the smaller sets drawn from it).
 Gaps here are ratios of mean costs (the history holds mean costs only).
 
-A recipe in ``LABELS`` first solves its labelled instances (LKH-3 for TSP and SHPP, seed 11; for a recipe in
-``SELF_LABELS``, the shipped model's own multi-start tours, ``routing-gym eval --save``) into the row's folder
+A recipe in ``LABELS`` first solves its labelled instances, drawn from the seed it gives there (LKH-3 for TSP and
+SHPP; for a recipe in ``SELF_LABELS``, the shipped model's own search, ``routing-gym eval --save``) into the row's folder
 (``labels.npz``, and ``labels.json`` with the seconds it took), then trains with ``--imitate``; the labelling
 counts in the row's budget, and its curve starts at the labelling's end.
 
@@ -94,8 +94,9 @@ RECIPES = {
     # another cosine over the shipped model from 1e-4: a longer second anneal, from a rate at which a model that
     # ended its first one near 0 can move again (for TSP-20's small network, whose first cosine peaked at 3e-4)
     "continue-b128-cos1e-4": from_weights("agents/weights/{problem}{n}.pt", "1e-4"),
-    # the same in bf16 autocast (more instances in the budget on a CPU with bf16 matrix units) from training stream
-    # seed 6, not the seed 0 of the anneals before it
+    # the same in bf16 autocast (1.4x the instances per second of OP-20's batches of 128 on a CPU with bf16 matrix
+    # units, docs/recipes.md's twenty-fourth comparison) from training stream seed 6, not the seed 0 of the anneals
+    # before it
     "continue-bf16-b128-cos1e-4": [*from_weights("agents/weights/{problem}{n}.pt", "1e-4"), "--bf16", "--seed", "6"],
     # a short anneal of a model that has just had one: the same from 2e-5, training stream seed 7
     "continue-bf16-b128-cos2e-5": [*from_weights("agents/weights/{problem}{n}.pt", "2e-5"), "--bf16", "--seed", "7"],
@@ -129,25 +130,22 @@ RECIPES = {
     # (greedy x 8), as labels: tours the greedy policy itself takes on a copy, with no forced first node (the
     # multi-start labels' first step is a start the greedy policy has no reason to prefer); 16 imitation epochs
     "selflabel-greedy8-cos1e-4": [*from_weights("agents/weights/{problem}{n}.pt", "1e-4"), "--imitation-epochs", "16"],
-    # selflabel-greedy8-cos1e-4 in bf16 autocast (about twice the instances per second on a CPU with bf16 matrix
-    # units), with fresh streams: twice the labels from another seed (LABEL_SEEDS) and training stream seed 5, so a
+    # selflabel-greedy8-cos1e-4 in bf16 autocast (1.6x the instances per second in imitation, 1.4x in REINFORCE, on
+    # OP-20), with fresh streams: twice the labels from another seed (LABELS) and training stream seed 5, so a
     # further round does not revisit the instances of the rounds before it
     "selflabel-greedy8-bf16-cos1e-4": [*from_weights("agents/weights/{problem}{n}.pt", "1e-4"), "--imitation-epochs",
                                        "16", "--bf16", "--seed", "5"],
 }
-# recipes that imitate labels first: how many labelled instances they draw (seed LABEL_SEED, apart from every
-# other stream) and which solver labels each problem; the labelling's wall clock counts in the row's minutes
-LABELS = {"sl-small-b128-cos3e-4": 128_000, "selflabel-aug2-cos1e-4": 32_000,
-          "selflabel-greedy8-cos1e-4": 64_000, "selflabel-greedy8-bf16-cos1e-4": 128_000}
-LABEL_SEED = 11
-LABEL_SEEDS = {"selflabel-greedy8-bf16-cos1e-4": 12}  # recipes whose labels come from another seed
+# recipes that imitate labels first: how many labelled instances they draw and from which seed (apart from every
+# other stream), and which solver labels each problem; the labelling's wall clock counts in the row's minutes
+LABELS = {"sl-small-b128-cos3e-4": (128_000, 11), "selflabel-aug2-cos1e-4": (32_000, 11),
+          "selflabel-greedy8-cos1e-4": (64_000, 11), "selflabel-greedy8-bf16-cos1e-4": (128_000, 12)}
 LABEL_SOLVER = {problem: ["--method", "lkh", "--time-limit", "0.1"] for problem in ("tsp", "shpp")}
 # recipes labelled by a policy's search instead (routing-gym eval --save), for any problem
+GREEDY8 = ["--policy", "agents/weights/{problem}{n}.pt", "--decode", "greedy", "--augment", "8"]
 SELF_LABELS = {"selflabel-aug2-cos1e-4": ["--policy", "agents/weights/{problem}{n}.pt", "--decode", "multistart",
                                           "--augment", "2"],
-               "selflabel-greedy8-cos1e-4": ["--policy", "agents/weights/{problem}{n}.pt", "--decode", "greedy",
-                                             "--augment", "8"]}
-SELF_LABELS["selflabel-greedy8-bf16-cos1e-4"] = SELF_LABELS["selflabel-greedy8-cos1e-4"]
+               "selflabel-greedy8-cos1e-4": GREEDY8, "selflabel-greedy8-bf16-cos1e-4": GREEDY8}
 HELD_OUT = "runs/heldout/{problem}{n}_s5678.npz"
 ROOT = Path("runs/recipes")
 
@@ -179,7 +177,7 @@ def make_labels(out: Path, problem: str, n: int, recipe: str, env: dict) -> Path
     path = out / "labels.npz"
     if path.is_file() and (out / "labels.json").is_file():
         return path
-    count, seed = LABELS[recipe], LABEL_SEEDS.get(recipe, LABEL_SEED)
+    count, seed = LABELS[recipe]
     if recipe in SELF_LABELS:
         labeller = ["eval", *(arg.format(problem=problem, n=n) for arg in SELF_LABELS[recipe])]
     elif problem in LABEL_SOLVER:
