@@ -150,7 +150,10 @@ HELD_OUT = "runs/heldout/{problem}{n}_s5678.npz"
 ROOT = Path("runs/recipes")
 
 
-def run(problem: str, n: int, recipe: str, minutes: float, threads: int, epoch_size: int, tag: str | None = None) -> int:
+def run(problem: str, n: int, recipe: str, minutes: float, threads: int, epoch_size: int, tag: str | None = None,
+        seed: int | None = None, label_seed: int | None = None) -> int:
+    """Train one row; ``seed`` and ``label_seed`` replace the recipe's training-stream and label seeds (a
+    further round of a recipe on instances no earlier round saw)."""
     held_out = HELD_OUT.format(problem=problem, n=n)
     if not Path(held_out).is_file():
         raise SystemExit(f"{held_out} is missing: make it with routing-gym solve (see this script's docstring)")
@@ -163,21 +166,26 @@ def run(problem: str, n: int, recipe: str, minutes: float, threads: int, epoch_s
         cmd = ["--problem", problem, "--num-nodes", str(n), "--epoch-size", str(epoch_size), "--epochs", "100000",
                "--val-dataset", held_out, "--out-dir", str(out),
                *(arg.format(problem=problem, n=n) for arg in RECIPES[recipe])]
+        if seed is not None:  # after the recipe's own --seed, so it wins
+            cmd += ["--seed", str(seed)]
         if recipe in LABELS:
-            cmd += ["--imitate", str(make_labels(out, problem, n, recipe, env))]
+            cmd += ["--imitate", str(make_labels(out, problem, n, recipe, env, label_seed))]
+        elif label_seed is not None:
+            raise SystemExit(f"{recipe} imitates no labels: --label-seed does not apply")
     minutes -= labelling_seconds(out) / 60  # the labels were made within the row's budget
     return subprocess.call([sys.executable, "-m", "agents.apps.cli", "train", *cmd, "--max-minutes", str(minutes),
                             "--no-progress"], env=env)
 
 
-def make_labels(out: Path, problem: str, n: int, recipe: str, env: dict) -> Path:
+def make_labels(out: Path, problem: str, n: int, recipe: str, env: dict, seed: int | None = None) -> Path:
     """The row's labelled instances (``out/labels.npz``), solved now (by the solver of ``LABEL_SOLVER``, or
     the policy search of ``SELF_LABELS``) unless a killed row left them; the seconds it took go to
     ``out/labels.json``."""
     path = out / "labels.npz"
     if path.is_file() and (out / "labels.json").is_file():
         return path
-    count, seed = LABELS[recipe]
+    count, recipe_seed = LABELS[recipe]
+    seed = recipe_seed if seed is None else seed
     if recipe in SELF_LABELS:
         labeller = ["eval", *(arg.format(problem=problem, n=n) for arg in SELF_LABELS[recipe])]
     elif problem in LABEL_SOLVER:
@@ -393,6 +401,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--tag", help="a second row of the same recipe (another budget): runs/recipes/PROBLEMN-RECIPE-TAG")
     parser.add_argument("--epoch-size", type=int, default=32_000, help="instances between validations")
+    parser.add_argument("--seed", type=int, help="the training stream's seed in place of the recipe's")
+    parser.add_argument("--label-seed", type=int, help="the labelled instances' seed in place of the recipe's (LABELS)")
     parser.add_argument("--report", action="store_true", help="print the table of the finished runs")
     parser.add_argument("--marks", type=float, nargs="+", default=[5, 10, 20], help="table columns (minutes)")
     parser.add_argument("--out", help="with --report: save the curves as this PNG")
@@ -414,7 +424,8 @@ def main() -> None:
     elif args.recipe is None:
         parser.error("give --recipe (or --report)")
     else:
-        sys.exit(run(args.problem, args.num_nodes, args.recipe, args.minutes, args.threads, args.epoch_size, args.tag))
+        sys.exit(run(args.problem, args.num_nodes, args.recipe, args.minutes, args.threads, args.epoch_size, args.tag,
+                     args.seed, args.label_seed))
 
 
 if __name__ == "__main__":
