@@ -186,22 +186,6 @@ def test_cvrptw__instance_from_refuses_by_field(change, match):
         CVRPTW.instance_from(data)
 
 
-def test_cvrptw__compiled_env_matches_eager():
-    envs = [gym.make("routing/CVRPTW-v0", num_nodes=6, compile=c) for c in (False, True)]
-    for seed in range(2):
-        obs = [e.reset(seed=seed)[0] for e in envs]
-        rng = np.random.default_rng(seed)
-        done = False
-        while not done:
-            assert all(np.array_equal(obs[0][k], obs[1][k]) for k in obs[0])
-            a = int(rng.choice(np.flatnonzero(obs[0]["action_mask"])))
-            out = [e.step(a) for e in envs]
-            obs = [o[0] for o in out]
-            assert out[0][1] == pytest.approx(out[1][1], abs=1e-6)
-            done = out[0][2]
-        assert out[0][4]["cost"] == pytest.approx(out[1][4]["cost"], abs=1e-5)
-
-
 def test_cvrptw__heuristics_respect_the_windows():
     from agents.references.heuristics import applicable, heuristic_tours
 

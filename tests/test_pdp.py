@@ -111,19 +111,6 @@ def test_pdp__start_nodes_are_the_pickups():
     assert PDP.start_nodes(11).tolist() == [1, 2, 3, 4, 5]
 
 
-def test_pdp__compiled_env_matches_eager():
-    envs = [gym.make("routing/PDP-v0", num_nodes=6, compile=c) for c in (False, True)]
-    obs = [e.reset(seed=0)[0] for e in envs]
-    done = False
-    while not done:
-        a = int(np.flatnonzero(obs[0]["action_mask"])[-1])
-        out = [e.step(a) for e in envs]
-        obs = [o[0] for o in out]
-        assert all(np.array_equal(obs[0][k], obs[1][k]) for k in obs[0])
-        done = out[0][2]
-    assert out[0][4]["cost"] == pytest.approx(out[1][4]["cost"], abs=1e-5)
-
-
 def test_pdp__heuristics_respect_the_precedences():
     from agents.references.heuristics import applicable, heuristic_tours
 
