@@ -1,4 +1,5 @@
 """The REINFORCE trainer: it learns, its baseline test decides right, and resume is exact."""
+import datetime
 import math
 import subprocess
 import sys
@@ -8,6 +9,7 @@ import pytest
 import torch
 
 from agents.policies.checkpoint import load_checkpoint
+from agents.policies.pretrained import load_policy_file
 from agents.training.config import TrainConfig
 from agents.training.reinforce import Trainer, paired_t_test_better
 
@@ -107,6 +109,12 @@ def test_checkpoint__corrupt_or_foreign_files_are_named(tmp_path):
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="bad.pt is corrupt"):
         Trainer.resume(bad)
+    pickled = tmp_path / "pickled.pt"  # an object weights_only=True refuses: refused without advice to unpickle it
+    torch.save({"when": datetime.date(2020, 1, 1)}, pickled)
+    for load in (load_checkpoint, load_policy_file):
+        with pytest.raises(ValueError, match="pickled.pt is corrupt or not a torch file .*datetime.date") as refused:
+            load(pickled)
+        assert "weights_only=False" not in str(refused.value) and "safe_globals" not in str(refused.value)
     foreign = tmp_path / "foreign.pt"
     torch.save({"weights": torch.zeros(2)}, foreign)
     with pytest.raises(ValueError, match="not a routing-gym checkpoint"):

@@ -61,14 +61,40 @@ def renamed(e: OSError, path: Path) -> OSError:
     return type(e)(e.errno, e.strerror or str(e), str(path)) if e.errno is not None else e
 
 
-def load_checkpoint(path: str | os.PathLike, *, kind: str | None = None, map_location: Any = "cpu") -> dict:
-    """Load and check a routing-gym checkpoint; ``ValueError`` names the file and what is wrong."""
+def read_torch_file(path: str | os.PathLike, map_location: Any = "cpu") -> Any:
+    """What ``torch.load(path, weights_only=True)`` reads (tensors, numbers, strings and containers only);
+    ``ValueError`` names the file when it is damaged, not a torch file, or holds other objects."""
     path = Path(path)
     check_archive(path)
     try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+        return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # noqa: BLE001 - torch raises many types for a bad file
-        raise ValueError(f"checkpoint {path} is corrupt or not a torch file: {type(e).__name__}: {e}") from None
+        raise ValueError(f"checkpoint {path} is corrupt or not a torch file ({type(e).__name__}: {load_error(e)}); "
+                         "checkpoints are read with torch.load(weights_only=True), which holds tensors, numbers, "
+                         "strings and containers only") from None
+
+
+def load_error(e: Exception) -> str:
+    """The part of a ``torch.load`` error that says what is wrong with the file: for a weights-only
+    unpickling error, the unpickler's own words, without torch's advice to load with ``weights_only=False``
+    or to allowlist the file's globals (either would run code the file names)."""
+    text = str(e)
+    marker = "WeightsUnpickler error:"
+    if marker in text:
+        text = text[text.index(marker) + len(marker):]
+        for advice in (" Please use", " Check the documentation"):  # allowlisting the file's globals, or reading docs
+            text = text.split(advice)[0]
+    return text.strip().split("\n")[0]
+
+
+def load_checkpoint(path: str | os.PathLike, *, kind: str | None = None, map_location: Any = "cpu") -> dict:
+    """Load and check a routing-gym checkpoint; ``ValueError`` names the file and what is wrong."""
+    return checked(read_torch_file(path, map_location), Path(path), kind)
+
+
+def checked(ckpt: Any, path: Path, kind: str | None = None) -> dict:
+    """``ckpt``, read from ``path``, if it is a routing-gym checkpoint (of ``kind``, if given) in this code's
+    format; ``ValueError`` names the file and what is wrong."""
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise NotACheckpoint(f"checkpoint {path} is not a routing-gym checkpoint (no 'format': '{FORMAT}' entry)")
     if ckpt.get("version") != VERSION:

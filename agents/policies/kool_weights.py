@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 
 from .attention_model import AttentionModel, AttentionModelConfig
+from .checkpoint import read_torch_file
 
 # Their ``args.json`` "problem" -> ours. Their OP models were trained on one prize distribution
 # ("op_dist", or "op" with "data_distribution"); the network is the same for any.
@@ -141,10 +142,10 @@ def load_kool_weights(path: str | Path, device: str | torch.device = "cpu") -> A
             that does not fit the architecture.
     """
     file = checkpoint_file(Path(path))
-    try:
-        state = torch.load(file, map_location="cpu", weights_only=True)["model"]
-    except Exception as e:
-        raise ValueError(f"{file}: not a checkpoint of Kool et al.'s Attention Model ({e})") from None
+    raw = read_torch_file(file)  # ValueError naming the file when it is damaged or not a torch file
+    if not isinstance(raw, dict) or not isinstance(raw.get("model"), dict):
+        raise ValueError(f"{file}: not a checkpoint of Kool et al.'s Attention Model (no 'model' state dict)")
+    state = raw["model"]
     try:
         config = read_config(file, state)
     except KeyError as e:

@@ -11,10 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from .attention_model import AttentionModel
-from .checkpoint import FORMAT, check_archive, load_checkpoint, save_checkpoint
+from .checkpoint import FORMAT, checked, load_checkpoint, read_torch_file, save_checkpoint
 from .registry import build_policy
 
 WEIGHTS_DIR = Path(__file__).parents[1] / "weights"  # agents/weights, package data
@@ -35,17 +33,13 @@ def load_policy_file(path: str | os.PathLike, device: Any = "cpu") -> AttentionM
         from .kool_weights import load_kool_weights
 
         return load_kool_weights(path).to(device)
-    check_archive(path)
-    try:
-        raw = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001
-        raise ValueError(f"checkpoint {path} is corrupt or not a torch file: {type(e).__name__}: {e}") from None
+    raw = read_torch_file(path)
     if isinstance(raw, dict) and "format" not in raw and set(raw) >= {"model"}:
         from .kool_weights import load_kool_weights
 
         return load_kool_weights(path).to(device)
     if isinstance(raw, dict) and raw.get("format") == FORMAT:
-        ckpt = load_checkpoint(path)
+        ckpt = checked(raw, path)
         if ckpt.get("kind") not in ("policy", "trainer"):
             raise ValueError(f"checkpoint {path} holds a {ckpt.get('kind')!r}, not a policy")
         try:
