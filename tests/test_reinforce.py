@@ -223,3 +223,25 @@ def test_init_from__starts_from_given_weights_and_export_counts_their_training(t
         Trainer(small_config(tmp_path / "c", problem="cvrp", model={}, init_from=str(tmp_path / "first.pt")))
     with pytest.raises(ValueError, match="leave model empty"):
         small_config(tmp_path / "d", init_from=str(tmp_path / "first.pt"))
+
+
+def test_export__averages_with_other_policies_and_refuses_another_architecture(tmp_path):
+    from agents.policies.pretrained import export_policy, load_policy_file
+
+    first = Trainer(small_config(tmp_path / "a", epochs=1))
+    first.fit(progress=False, log=False)
+    second = Trainer(small_config(tmp_path / "b", epochs=1, seed=4))
+    second.fit(progress=False, log=False)
+    export_policy(tmp_path / "b" / "run" / "last.pt", tmp_path / "b.pt")
+    meta = export_policy(tmp_path / "a" / "run" / "last.pt", tmp_path / "soup.pt", [tmp_path / "b.pt"])
+    assert [m["file"] for m in meta["averaged_with"]] == [str(tmp_path / "b.pt")]
+    weights = [load_policy_file(p).state_dict() for p in
+               (tmp_path / "a" / "run" / "last.pt", tmp_path / "b.pt", tmp_path / "soup.pt")]
+    for key, value in weights[0].items():
+        expected = (value + weights[1][key]) / 2 if value.is_floating_point() else value
+        assert torch.allclose(weights[2][key], expected, atol=1e-6), key
+    assert any(not torch.equal(weights[0][k], weights[2][k]) for k in weights[0])  # the two runs differ
+    other = Trainer(small_config(tmp_path / "c", epochs=1, model={**SMALL_MODEL, "embed_dim": 16}))
+    other.fit(progress=False, log=False)
+    with pytest.raises(ValueError, match="not the architecture of"):
+        export_policy(tmp_path / "a" / "run" / "last.pt", tmp_path / "bad.pt", [tmp_path / "c" / "run" / "last.pt"])

@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from .attention_model import AttentionModel
 from .checkpoint import FORMAT, checked, load_checkpoint, read_torch_file, save_checkpoint
 from .registry import build_policy
@@ -54,11 +56,13 @@ def load_policy_file(path: str | os.PathLike, device: Any = "cpu") -> AttentionM
     raise ValueError(f"checkpoint {path} is neither a routing-gym checkpoint nor reference weights")
 
 
-def export_policy(trainer_checkpoint: str | os.PathLike, path: str | os.PathLike) -> dict:
+def export_policy(trainer_checkpoint: str | os.PathLike, path: str | os.PathLike, average: list | None = None) -> dict:
     """Write the policy of a trainer checkpoint as a small policy file with its metadata record
     (problem, size, the recipe (trainer settings, with ``init_from`` where the run continued other
     weights), training instances seen and wall-clock seconds (those of the weights it started from
-    included, where recorded), last validation cost)."""
+    included, where recorded), last validation cost). With ``average`` (policy files or trainer checkpoints),
+    the weights written are the uniform average of the checkpoint's and theirs (:func:`averaged`); the record
+    names them, and its instances seen are the most any of them saw."""
     ckpt = load_checkpoint(trainer_checkpoint, kind="trainer")
     load_policy_file(trainer_checkpoint)  # its weights fit the model it describes (else ValueError naming it)
     missing = [k for k in ("config", "model_config", "model", "epoch", "instances_seen") if k not in ckpt]
@@ -74,9 +78,37 @@ def export_policy(trainer_checkpoint: str | os.PathLike, path: str | os.PathLike
             "training_time_s": ckpt.get("elapsed_s", 0.0) + prior.get("elapsed_s", 0.0),
             "epochs": ckpt["epoch"], "trainer": {k: v for k, v in cfg.items() if k != "out_dir"},
             "val_cost": val, "val_size": cfg["val_size"], "val_seed": cfg["val_seed"]}
-    save_checkpoint(path, kind="policy", payload={"model_config": ckpt["model_config"], "model": ckpt["model"],
+    state = ckpt["model"]
+    if average:
+        state = averaged(trainer_checkpoint, state, average)
+        meta["averaged_with"] = [{"file": str(other), "instances_seen": seen_by(other)} for other in average]
+        meta["instances_seen"] = max([meta["instances_seen"], *(m["instances_seen"] for m in meta["averaged_with"])])
+    save_checkpoint(path, kind="policy", payload={"model_config": ckpt["model_config"], "model": state,
                                                   "meta": meta})
     return meta
+
+
+def averaged(first: str | os.PathLike, state: dict, others: list) -> dict:
+    """The uniform average of the floating-point weights of ``state`` (read from ``first``) and of the
+    policies in ``others`` (policy files or trainer checkpoints of the same architecture): a model soup
+    (Wortsman et al. 2022) of runs that continued one another. Integer entries (batch norm's step count)
+    are kept from ``state``. ``ValueError`` names a file whose weights do not fit."""
+    states = [state]
+    for other in others:
+        weights = load_policy_file(other).state_dict()
+        if weights.keys() != state.keys() or any(weights[k].shape != state[k].shape for k in state):
+            raise ValueError(f"{other}: not the architecture of {first} (other weights or shapes): cannot average")
+        states.append(weights)
+    return {k: torch.stack([s[k].float() for s in states]).mean(0).to(v.dtype) if v.is_floating_point() else v
+            for k, v in state.items()}
+
+
+def seen_by(path: str | os.PathLike) -> int | None:
+    """The training instances a policy file's ``meta`` or a trainer checkpoint records (with its prior's)."""
+    ckpt = load_checkpoint(path)
+    if ckpt.get("kind") == "policy":
+        return ckpt.get("meta", {}).get("instances_seen")
+    return ckpt.get("instances_seen", 0) + ckpt.get("prior", {}).get("instances_seen", 0)
 
 
 def _last_validation(metrics_csv: Path) -> float | None:
