@@ -204,7 +204,7 @@ def test_critic_baseline__resume_restores_the_critic_exactly(tmp_path, policy):
 
 
 def test_init_from__starts_from_given_weights_and_export_counts_their_training(tmp_path):
-    from agents.policies.pretrained import export_policy, load_policy_file
+    from agents.policies.pretrained import export_policy
 
     first = Trainer(small_config(tmp_path / "a", epochs=1))
     first.fit(progress=False, log=False)
@@ -226,7 +226,7 @@ def test_init_from__starts_from_given_weights_and_export_counts_their_training(t
 
 
 def test_export__averages_with_other_policies_and_refuses_another_architecture(tmp_path):
-    from agents.policies.pretrained import export_policy, load_policy_file
+    from agents.policies.pretrained import export_policy
 
     first = Trainer(small_config(tmp_path / "a", epochs=1))
     first.fit(progress=False, log=False)

@@ -80,22 +80,25 @@ def export_policy(trainer_checkpoint: str | os.PathLike, path: str | os.PathLike
             "val_cost": val, "val_size": cfg["val_size"], "val_seed": cfg["val_seed"]}
     state = ckpt["model"]
     if average:
-        state = averaged(trainer_checkpoint, state, average)
-        meta["averaged_with"] = [{"file": str(other), "instances_seen": seen_by(other)} for other in average]
-        meta["instances_seen"] = max([meta["instances_seen"], *(m["instances_seen"] for m in meta["averaged_with"])])
+        others = [(other, load_checkpoint(other)) for other in average]  # each file read once
+        state = averaged(trainer_checkpoint, state, others)
+        meta["averaged_with"] = [{"file": str(other), "instances_seen": seen_by(c)} for other, c in others]
+        meta["instances_seen"] = max([meta["instances_seen"], *(m["instances_seen"] or 0 for m in meta["averaged_with"])])
     save_checkpoint(path, kind="policy", payload={"model_config": ckpt["model_config"], "model": state,
                                                   "meta": meta})
     return meta
 
 
-def averaged(first: str | os.PathLike, state: dict, others: list) -> dict:
+def averaged(first: str | os.PathLike, state: dict, others: list[tuple[Any, dict]]) -> dict:
     """The uniform average of the floating-point weights of ``state`` (read from ``first``) and of the
-    policies in ``others`` (policy files or trainer checkpoints of the same architecture): a model soup
-    (Wortsman et al. 2022) of runs that continued one another. Integer entries (batch norm's step count)
-    are kept from ``state``. ``ValueError`` names a file whose weights do not fit."""
+    policies ``others`` ((file, checkpoint) pairs: policy files or trainer checkpoints of the same
+    architecture): a model soup (Wortsman et al. 2022) of runs that continued one another. Integer entries
+    (batch norm's step count) are kept from ``state``. ``ValueError`` names a file whose weights do not fit."""
     states = [state]
-    for other in others:
-        weights = load_policy_file(other).state_dict()
+    for other, ckpt in others:
+        weights = ckpt.get("model")
+        if ckpt.get("kind") not in ("policy", "trainer") or not isinstance(weights, dict):
+            raise ValueError(f"checkpoint {other} holds a {ckpt.get('kind')!r}, not a policy: cannot average")
         if weights.keys() != state.keys() or any(weights[k].shape != state[k].shape for k in state):
             raise ValueError(f"{other}: not the architecture of {first} (other weights or shapes): cannot average")
         states.append(weights)
@@ -103,9 +106,8 @@ def averaged(first: str | os.PathLike, state: dict, others: list) -> dict:
             for k, v in state.items()}
 
 
-def seen_by(path: str | os.PathLike) -> int | None:
+def seen_by(ckpt: dict) -> int | None:
     """The training instances a policy file's ``meta`` or a trainer checkpoint records (with its prior's)."""
-    ckpt = load_checkpoint(path)
     if ckpt.get("kind") == "policy":
         return ckpt.get("meta", {}).get("instances_seen")
     return ckpt.get("instances_seen", 0) + ckpt.get("prior", {}).get("instances_seen", 0)
