@@ -258,3 +258,26 @@ def test_attention__bf16_with_gradients_on_the_cpu_runs_in_fp32_with_the_same_va
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):  # inference stays in bf16 throughout
         assert attention(*(t.to(torch.bfloat16) for t in (q, k, v)), mask).dtype == torch.bfloat16
     assert seen == [torch.float32, torch.bfloat16]
+
+
+def test_precompute__bf16_on_the_cpu_keeps_the_glimpse_keys_in_fp32_and_decodes_as_fp32_attention_would(monkeypatch):
+    """Greedy decoding under bf16 autocast on the CPU: the cache holds the glimpse keys and values in fp32 (cast
+    once), every step's glimpse runs in fp32 (a bf16 one-query glimpse is 3x slower there), and the step's
+    log-probabilities stay within bf16's precision of an fp32 model's."""
+    model = untrained("cvrp").eval()
+    _, _, obs = reset_env("cvrp", 10, 16)
+    with torch.no_grad():
+        want, _ = model.log_probs(model.precompute(obs), obs)
+    sdpa, seen = F.scaled_dot_product_attention, []
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda q, *a, **kw: seen.append(q.dtype) or sdpa(q, *a, **kw))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        cache = model.precompute(obs)
+        seen.clear()  # the encoder's self-attention stays in bf16
+        got, _ = model.log_probs(cache, obs)
+    assert cache.glimpse_key.dtype == cache.glimpse_val.dtype == torch.float32
+    assert cache.glimpse_key.is_contiguous() and cache.glimpse_val.is_contiguous()
+    assert cache.logit_key.dtype == torch.bfloat16
+    assert seen == [torch.float32]
+    allowed = obs["action_mask"].bool()
+    assert torch.equal(torch.isinf(got), ~allowed)
+    assert torch.allclose(got[allowed].float(), want[allowed], atol=0.05)

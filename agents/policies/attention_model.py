@@ -230,15 +230,25 @@ def pairwise_distances(locs: Tensor) -> Tensor:
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
-    """``F.scaled_dot_product_attention(q, k, v, attn_mask=mask)``, computed in fp32 (and cast back) where its
-    backward would run in bf16 on the CPU: PyTorch's CPU attention backward in bf16 took 16x its fp32 time
-    (TSP-20 training, B = 512: 1.79 s against 0.11 s a batch), more than bf16 autocast saves in the matmuls
-    (``benchmarks/README.md``, "bf16 on the CPU")."""
-    if q.dtype == torch.bfloat16 and q.device.type == "cpu" and torch.is_grad_enabled():
+    """``F.scaled_dot_product_attention(q, k, v, attn_mask=mask)``, computed in fp32 (and cast back to ``q``'s
+    dtype) on the CPU where a bf16 one would be slow:
+
+    - with gradients: PyTorch's CPU attention backward in bf16 took 16x its fp32 time (TSP-20 training,
+      B = 512: 1.79 s against 0.11 s a batch), more than bf16 autocast saves in the matmuls;
+    - where keys or values are fp32 (the decoder's cached glimpse keys, :meth:`AttentionModel.precompute`): a
+      one-query bf16 glimpse took 3x the fp32 one (B = 1,000, n = 50: 12.3 against 4.0 ms).
+
+    (``benchmarks/README.md``, "bf16 on the CPU".)"""
+    if q.device.type == "cpu" and bf16_on_cpu(q) and (torch.is_grad_enabled() or k.dtype != q.dtype):
         with torch.autocast("cpu", enabled=False):
             mask = mask if mask is None or mask.dtype == torch.bool else mask.float()
             return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask).to(q.dtype)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def bf16_on_cpu(x: Tensor) -> bool:
+    """Is ``x`` a bf16 tensor on the CPU (where :func:`attention` computes in fp32)?"""
+    return x.dtype == torch.bfloat16 and x.device.type == "cpu"
 
 
 class SelfAttention(nn.Module):
@@ -364,10 +374,13 @@ class AttentionModel(nn.Module):
         b, n, d = h.shape
         heads = self.config.n_heads
         glimpse_key, glimpse_val, logit_key = self.project_node_embeddings(h).chunk(3, dim=-1)  # (B, N, D) each
+        # bf16 on the CPU: the glimpse keys and values are kept in fp32, cast once here, so that every step's
+        # glimpse runs in fp32 (:func:`attention`) without casting them again
+        glimpse_dtype = torch.float32 if bf16_on_cpu(glimpse_key) else glimpse_key.dtype
         return AttentionCache(
             node_embeddings=h, fixed_context=self.project_fixed_context(h.mean(dim=1)),
-            glimpse_key=glimpse_key.reshape(b, n, heads, d // heads).transpose(1, 2).contiguous(),
-            glimpse_val=glimpse_val.reshape(b, n, heads, d // heads).transpose(1, 2).contiguous(),
+            glimpse_key=glimpse_key.reshape(b, n, heads, d // heads).transpose(1, 2).contiguous().to(glimpse_dtype),
+            glimpse_val=glimpse_val.reshape(b, n, heads, d // heads).transpose(1, 2).contiguous().to(glimpse_dtype),
             logit_key=logit_key / math.sqrt(d))
 
     @property
