@@ -62,7 +62,7 @@ import numpy as np
 import torch
 
 import routing_gym  # noqa: F401  (registers the routing/ ids)
-from report import machine_line, markdown_table
+from report import machine_line, markdown_table, threads_kept
 
 PROBLEMS = ("TSP", "CVRP", "OP", "PCTSP")
 CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
@@ -181,7 +181,8 @@ class OursSingle:
 
 def rl4co_env(problem: str, num_nodes: int, seed: int):
     """RL4CO's env for the problem with Kool et al.'s generator settings (n customers plus a depot)."""
-    from rl4co.envs import CVRPEnv, OPEnv, PCTSPEnv, TSPEnv
+    with threads_kept():
+        from rl4co.envs import CVRPEnv, OPEnv, PCTSPEnv, TSPEnv
 
     cls = {"TSP": TSPEnv, "CVRP": CVRPEnv, "OP": OPEnv, "PCTSP": PCTSPEnv}[problem]
     params = {"num_loc": num_nodes}
@@ -213,7 +214,7 @@ class RL4CO:
 
 def rl4co_available() -> tuple[bool, str]:
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), threads_kept():
             warnings.simplefilter("ignore")
             import rl4co
             import rl4co.envs  # noqa: F401
@@ -269,7 +270,7 @@ def main(argv=None) -> None:
     clock = CLOCKS[args.clock]
     torch.set_num_threads(args.threads)
     use_rl4co, note = (False, "RL4CO rows skipped (--no-rl4co)") if args.no_rl4co else rl4co_available()
-    machine = machine_line(args.threads, note, f"{args.clock} clock")
+    machine = machine_line(torch.get_num_threads(), note, f"{args.clock} clock")
     big, small = args.big_batch, args.small_batch
     results: dict = {}
     for problem in args.problems:

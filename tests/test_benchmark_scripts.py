@@ -24,3 +24,21 @@ def test_benchmark_script__tiny_run_prints_machine_and_table(script, argv, row, 
     out = capsys.readouterr().out
     assert "torch thread(s)" in out and "gymnasium" in out
     assert row in out, out
+
+
+def test_threads_kept__undoes_a_change_of_torchs_thread_count(monkeypatch):
+    """Importing rl4co.envs sets torch's thread count to the machine's cores; the benchmarks import it within
+    ``threads_kept`` so that a run said to use one thread keeps one."""
+    import torch
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from report import threads_kept
+
+    before = torch.get_num_threads()
+    try:
+        with threads_kept():
+            torch.set_num_threads(before + 1)
+            assert torch.get_num_threads() == before + 1
+        assert torch.get_num_threads() == before
+    finally:
+        torch.set_num_threads(before)
