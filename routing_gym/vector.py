@@ -104,8 +104,10 @@ def advance(problem, prev, actions: Tensor, resetting: Tensor, returns: Tensor, 
         mode: the autoreset mode's value; max_episode_steps: truncation, or None.
 
     Returns:
-        ``(state, reward, terminated, truncated, final, infos)``: final (B,) bool marks the episodes that
-        ended in this step; infos as :meth:`RoutingVectorEnv.step` lays them out, as tensors.
+        ``(state, reward, terminated, truncated, final, infos, obs)``: final (B,) bool marks the episodes that
+        ended in this step; infos as :meth:`RoutingVectorEnv.step` lays them out, as tensors; obs the new
+        state's :func:`observation` where compiled (it fuses into the step's kernel), else None (the caller
+        computes it once, after any renewal).
     """
     prev_done = prev.done
     state, reward, invalid = step(problem, prev, actions)
@@ -134,7 +136,7 @@ def advance(problem, prev, actions: Tensor, resetting: Tensor, returns: Tensor, 
     infos = {"cost": torch.where(final, -returns, 0.0), "_cost": final,
              "invalid_action": invalid & final, "_invalid_action": final,
              "tour": torch.where(final[:, None], tours[:, :-1], -1), "_tour": final}
-    return state, reward, terminated, truncated, final, infos
+    return state, reward, terminated, truncated, final, infos, compiled_observation(problem, state)
 
 
 def gather_rows(state, index: Tensor):
@@ -146,6 +148,12 @@ def observation(problem, state) -> dict[str, Tensor]:
     """The observation of a state as the spaces declare it, batched tensors: ``action_mask`` is the state's
     int8 mask itself (no copy; a step makes a new one)."""
     return {**problem.observe(state), "action_mask": state.mask}
+
+
+def compiled_observation(problem, state) -> dict[str, Tensor] | None:
+    """The state's :func:`observation` inside a compiled step (its few small ops fuse into the step's kernel
+    rather than run eagerly after it), else None."""
+    return observation(problem, state) if torch.compiler.is_compiling() else None
 
 
 def clear_records(rows: Tensor, returns: Tensor, elapsed: Tensor, tours: Tensor, ended_invalid: Tensor) -> None:
@@ -169,11 +177,11 @@ def renewal(problem, state, rows: Tensor, returns: Tensor, elapsed: Tensor, tour
             pool, pool_next: Tensor, *, mode: str):
     """The automatic resets of the sub-envs flagged in ``rows`` (B,) bool: their last observation
     (``SAME_STEP``, else None), :func:`renew` of their states and :func:`clear_records` of their records.
-    Returns ``(state, last)``."""
+    Returns ``(state, last, obs)``, obs as :func:`advance` gives it."""
     last = observation(problem, state) if mode == AutoresetMode.SAME_STEP.value else None
     state = renew(state, rows, pool, pool_next)
     clear_records(rows, returns, elapsed, tours, ended_invalid)
-    return state, last
+    return state, last, compiled_observation(problem, state)
 
 
 def advance_and_renew(problem, prev, actions: Tensor, resetting: Tensor, returns: Tensor, elapsed: Tensor,
@@ -187,17 +195,18 @@ def advance_and_renew(problem, prev, actions: Tensor, resetting: Tensor, returns
     CPU every step renews, with no-op rows, so that nothing synchronises). ``parts``: ``(advance, renewal)``
     to call instead of the two functions (the compiled ones, see :meth:`RoutingVectorEnv._stepper`).
 
-    Returns :func:`advance`'s values and the last observation (``SAME_STEP``, else None)."""
+    Returns ``(state, reward, terminated, truncated, final, infos, last, obs)``: :func:`advance`'s values, the
+    last observation (``SAME_STEP``, else None) and the new observation where compiled (else None)."""
     advance_fn, renewal_fn = parts or (advance, renewal)
-    state, reward, terminated, truncated, final, infos = advance_fn(
+    state, reward, terminated, truncated, final, infos, obs = advance_fn(
         problem, prev, actions, resetting, returns, elapsed, tours, ended_invalid, mode=mode,
         max_episode_steps=max_episode_steps)
     rows = {AutoresetMode.NEXT_STEP.value: resetting, AutoresetMode.SAME_STEP.value: final}.get(mode)
     last = None
     if rows is not None and not (skip_idle and not bool(rows.any())):
-        state, last = renewal_fn(problem, state, rows, returns, elapsed, tours, ended_invalid, pool, pool_next,
-                                 mode=mode)
-    return state, reward, terminated, truncated, final, infos, last
+        state, last, obs = renewal_fn(problem, state, rows, returns, elapsed, tours, ended_invalid, pool,
+                                      pool_next, mode=mode)
+    return state, reward, terminated, truncated, final, infos, last, obs
 
 
 def check_count(value: Any, name: str, optional: bool = False) -> int | None:
@@ -431,7 +440,7 @@ class RoutingVectorEnv(VectorEnv):
             self._check_allowed(a)
         resetting = self._needs_reset
         self._refill()
-        state, reward, terminated, truncated, final, infos, last = self._advance(
+        state, reward, terminated, truncated, final, infos, last, obs = self._advance(
             self.problem, self.state, a, resetting, self._return, self._elapsed, self._tours, self._invalid,
             self._pool, self._pool_next, mode=mode.value, max_episode_steps=self.max_episode_steps,
             skip_idle=self._reads_host)
@@ -449,7 +458,7 @@ class RoutingVectorEnv(VectorEnv):
                          "final_info": infos, "_final_info": final.cpu().numpy()}
             else:
                 infos = {"final_obs": last, "_final_obs": final, "final_info": infos, "_final_info": final}
-        return self._observation(), *self._out(reward, terminated, truncated), infos
+        return self._observation(obs), *self._out(reward, terminated, truncated), infos
 
     def _refill(self) -> None:
         """Keep fresh states ready for this step's automatic resets (at most B). Reading the host (the CPU,
@@ -511,9 +520,10 @@ class RoutingVectorEnv(VectorEnv):
             return reward, terminated, truncated
         return reward.double().cpu().numpy(), terminated.cpu().numpy(), truncated.cpu().numpy()
 
-    def _observation(self) -> dict:
-        """The observation as the spaces declare it (``action_mask`` int8), tensors or numpy copies."""
-        obs = observation(self.problem, self.state)
+    def _observation(self, obs: dict | None = None) -> dict:
+        """The observation as the spaces declare it (``action_mask`` int8), tensors or numpy copies: ``obs``
+        where the compiled step computed it, else the state's."""
+        obs = observation(self.problem, self.state) if obs is None else obs
         if self.array_type == "torch":
             return obs
         return {key: value.cpu().numpy().copy() for key, value in obs.items()}
