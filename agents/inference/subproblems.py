@@ -22,7 +22,6 @@ import math
 from collections.abc import Sequence
 
 import torch
-from torch import Tensor
 
 from routing_gym.problems.base import replay
 

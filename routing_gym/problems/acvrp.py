@@ -18,7 +18,7 @@ from torch import Tensor
 
 from .atsp import ATSP, edge_costs
 from .base import Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, check_num_nodes, \
-    gather_nodes, generation_device, node_count, node_index, steps_taken
+    gather_nodes, generation_device, node_count
 from .cvrp import CVRP, capacity
 from .masks import all_marked, empty_mask, mark
 
