@@ -6,6 +6,7 @@ observations, rewards and terminations), but all B step in one batched call of t
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import gymnasium as gym
@@ -173,27 +174,39 @@ def renew(state, rows: Tensor, pool, pool_next: Tensor):
     return where_rows(rows, gather_rows(pool, take), state)
 
 
+def renew_on_host(state, rows: Tensor, pool, pool_next: Tensor):
+    """:func:`renew`'s new state, made by index where the host may be read (the CPU): the reset rows' indices
+    read, then each state tensor copied with those k rows replaced by the pool's next k, in place of a ``where``
+    over every row of every tensor (which, compiled to inductor's scalar loops on the CPU, costs more than the
+    copy: OP-50 at B = 1024 with 85 resets, 205 µs compiled against 150 µs this way)."""
+    index = rows.nonzero().squeeze(1)
+    start = int(pool_next)
+    pool_next += len(index)
+    return replace_rows(state, index, slice_rows(pool, start, start + len(index)))
+
+
 def renewal(problem, state, rows: Tensor, returns: Tensor, elapsed: Tensor, tours: Tensor, ended_invalid: Tensor,
-            pool, pool_next: Tensor, *, mode: str):
+            pool, pool_next: Tensor, *, mode: str, on_host: bool = False):
     """The automatic resets of the sub-envs flagged in ``rows`` (B,) bool: their last observation
-    (``SAME_STEP``, else None), :func:`renew` of their states and :func:`clear_records` of their records.
-    Returns ``(state, last, obs)``, obs as :func:`advance` gives it."""
+    (``SAME_STEP``, else None), their new states (:func:`renew`, or :func:`renew_on_host` with ``on_host``) and
+    :func:`clear_records` of their records. Returns ``(state, last, obs)``, obs as :func:`advance` gives it."""
     last = observation(problem, state) if mode == AutoresetMode.SAME_STEP.value else None
-    state = renew(state, rows, pool, pool_next)
+    state = (renew_on_host if on_host else renew)(state, rows, pool, pool_next)
     clear_records(rows, returns, elapsed, tours, ended_invalid)
     return state, last, compiled_observation(problem, state)
 
 
 def advance_and_renew(problem, prev, actions: Tensor, resetting: Tensor, returns: Tensor, elapsed: Tensor,
                       tours: Tensor, ended_invalid: Tensor, pool, pool_next: Tensor, *, mode: str,
-                      max_episode_steps: int | None, skip_idle: bool, parts=None):
+                      max_episode_steps: int | None, on_host: bool, parts=None):
     """One vector-env step with its automatic resets: :func:`advance`, then :func:`renewal` of the sub-envs
     the autoreset mode resets now (``NEXT_STEP``: those in ``resetting``, which ended in the previous step;
     ``SAME_STEP``: those that ended in this one, after their last observation is taken).
 
-    ``skip_idle``: skip the renewal in steps where no sub-env resets (a host read: free on the CPU; off the
-    CPU every step renews, with no-op rows, so that nothing synchronises). ``parts``: ``(advance, renewal)``
-    to call instead of the two functions (the compiled ones, see :meth:`RoutingVectorEnv._stepper`).
+    ``on_host``: the host may be read (free on the CPU): the renewal runs only in steps where a sub-env
+    resets, and by index (:func:`renew_on_host`). Without it (a GPU) every step renews, with no-op rows, so that
+    nothing synchronises. ``parts``: ``(advance, renewal)`` to call instead of the two functions (the compiled
+    ``advance``, see :meth:`RoutingVectorEnv._stepper`).
 
     Returns ``(state, reward, terminated, truncated, final, infos, last, obs)``: :func:`advance`'s values, the
     last observation (``SAME_STEP``, else None) and the new observation where compiled (else None)."""
@@ -203,9 +216,9 @@ def advance_and_renew(problem, prev, actions: Tensor, resetting: Tensor, returns
         max_episode_steps=max_episode_steps)
     rows = {AutoresetMode.NEXT_STEP.value: resetting, AutoresetMode.SAME_STEP.value: final}.get(mode)
     last = None
-    if rows is not None and not (skip_idle and not bool(rows.any())):
+    if rows is not None and not (on_host and not bool(rows.any())):
         state, last, obs = renewal_fn(problem, state, rows, returns, elapsed, tours, ended_invalid, pool,
-                                      pool_next, mode=mode)
+                                      pool_next, mode=mode, on_host=on_host)
     return state, reward, terminated, truncated, final, infos, last, obs
 
 
@@ -253,8 +266,9 @@ class RoutingVectorEnv(VectorEnv):
         max_episode_steps: truncation after this many steps of an episode (a positive integer), or None.
         render_mode: None or ``"rgb_array"``: ``render()`` draws one frame per sub-env.
         render_size: ``(width, height)`` of the frames, integers from 64 to 8192 pixels, default ``(600, 600)``.
-        compile: ``True`` steps with :func:`advance_and_renew` compiled by ``torch.compile`` (on the CPU with
-            its renewal only in steps that reset, :meth:`_stepper`; the first step of a shape compiles; results
+        compile: ``True`` steps with :func:`advance_and_renew` compiled by ``torch.compile`` (on the CPU
+            :func:`advance` compiled and the renewal by index in steps that reset, :meth:`_stepper`; the first
+            step of a shape compiles; results
             equal the eager step's up to float rounding; needs torch 2.13 or newer, else ``RuntimeError``).
             Default ``False``.
         **variant: the problem's options (its ``variants``); an unknown one raises ``TypeError``.
@@ -303,24 +317,16 @@ class RoutingVectorEnv(VectorEnv):
     def _stepper(self):
         """:func:`advance_and_renew`, and with ``compile`` its compiled form. Off the CPU (no host reads) the
         whole step compiled as one function, which renews every step (no-op rows included) and never
-        synchronises. Where a step may read the host (the CPU, :attr:`_reads_host`), one compiled call a step
-        all the same: ``NEXT_STEP`` knows its resets before the step, so a step that resets runs the whole
-        function and one that does not runs :func:`advance` alone; ``SAME_STEP`` learns them in the step, so
-        :func:`advance` and, where a sub-env resets, :func:`renewal` are compiled apart."""
+        synchronises. Where a step may read the host (the CPU, :attr:`_reads_host`), :func:`advance` compiled,
+        then, in the steps where a sub-env resets, the renewal by index (:func:`renew_on_host`: a copy of each
+        state tensor with the reset rows replaced), which on the CPU costs less than the compiled ``where``
+        over every row (``benchmarks/README.md``, "One thread for every contender")."""
         if not self.compile:
             return advance_and_renew
-        whole = compiled(advance_and_renew, self.device.type, self.problem)
         if not self._reads_host:
-            return whole
-        parts = tuple(compiled(fn, self.device.type, self.problem) for fn in (advance, renewal))
-
-        def on_host(problem, prev, actions, resetting, *records, mode, max_episode_steps, skip_idle):
-            if mode == AutoresetMode.NEXT_STEP.value and bool(resetting.any()):  # resets known before the step
-                return whole(problem, prev, actions, resetting, *records, mode=mode,
-                             max_episode_steps=max_episode_steps, skip_idle=False)
-            return advance_and_renew(problem, prev, actions, resetting, *records, mode=mode,
-                                     max_episode_steps=max_episode_steps, skip_idle=skip_idle, parts=parts)
-        return on_host
+            return compiled(advance_and_renew, self.device.type, self.problem)
+        parts = (compiled(advance, self.device.type, self.problem), renewal)
+        return functools.partial(advance_and_renew, parts=parts)
 
     def _allocate(self) -> None:
         """The records the env keeps per sub-env on the device, the generator of automatic resets and
@@ -443,7 +449,7 @@ class RoutingVectorEnv(VectorEnv):
         state, reward, terminated, truncated, final, infos, last, obs = self._advance(
             self.problem, self.state, a, resetting, self._return, self._elapsed, self._tours, self._invalid,
             self._pool, self._pool_next, mode=mode.value, max_episode_steps=self.max_episode_steps,
-            skip_idle=self._reads_host)
+            on_host=self._reads_host)
         self.state = state
         if mode == AutoresetMode.NEXT_STEP:
             self._needs_reset = final

@@ -7,8 +7,8 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 import routing_gym  # noqa: F401
-from routing_gym.problems.base import invalid_penalty
-from routing_gym.vector import RoutingVectorEnv
+from routing_gym.problems.base import invalid_penalty, tensors_of
+from routing_gym.vector import RoutingVectorEnv, renew, renew_on_host
 
 PROBLEMS = tuple(p.label for p in routing_gym.PROBLEMS.values())  # every problem in the registry
 
@@ -502,3 +502,25 @@ def test_step__cuda_torch_mode_never_synchronises_in_any_autoreset_mode(problem,
             obs, *_ = venv.step(a)
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.parametrize("problem", sorted(routing_gym.PROBLEMS))
+def test_renew_on_host__gives_the_states_of_the_device_form(problem):
+    """Where the host may be read (the CPU), automatic resets copy the reset rows in by index; off it, a ``where``
+    over every row takes the same pool rows in the same order: the same new states and pool position, for no,
+    some and every sub-env reset."""
+    unit = routing_gym.get_problem(problem)
+    g = torch.Generator().manual_seed(0)
+    n = unit.valid_num_nodes(5)
+    state = unit.reset(unit.generate(8, n, generator=g))
+    pool = unit.reset(unit.generate(32, n, generator=g))
+    for rows in (torch.zeros(8, dtype=torch.bool), torch.tensor([0, 1, 0, 0, 1, 1, 0, 1], dtype=torch.bool),
+                 torch.ones(8, dtype=torch.bool)):
+        nexts = [torch.tensor(3), torch.tensor(3)]
+        by_where, by_index = renew(state, rows, pool, nexts[0]), renew_on_host(state, rows, pool, nexts[1])
+        assert type(by_where) is type(by_index)
+        for x, y in zip(tensors_of(by_where), tensors_of(by_index), strict=True):
+            assert x.dtype == y.dtype and torch.equal(x, y)
+        assert int(nexts[0]) == int(nexts[1]) == 3 + int(rows.sum())
+        if rows.any():  # the reset rows hold pool states, not the old ones
+            assert not torch.equal(tensors_of(by_index)[0][rows], tensors_of(state)[0][rows])
