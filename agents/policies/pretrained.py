@@ -41,19 +41,24 @@ def load_policy_file(path: str | os.PathLike, device: Any = "cpu") -> AttentionM
 
         return load_kool_weights(path).to(device)
     if isinstance(raw, dict) and raw.get("format") == FORMAT:
-        ckpt = checked(raw, path)
-        if ckpt.get("kind") not in ("policy", "trainer"):
-            raise ValueError(f"checkpoint {path} holds a {ckpt.get('kind')!r}, not a policy")
-        try:
-            trainer = ckpt.get("meta", {}).get("trainer", {})
-            name = ckpt.get("config", {}).get("policy") or (trainer.get("policy", "attention") if isinstance(
-                trainer, dict) else "attention")
-            policy = build_policy(name, ckpt["model_config"])
-            policy.load_state_dict(ckpt["model"])
-        except (KeyError, TypeError, RuntimeError, AttributeError) as e:
-            raise ValueError(f"checkpoint {path} does not describe a valid attention model: {e}") from None
-        return policy.to(device).eval()
+        return policy_of(checked(raw, path), path).to(device)
     raise ValueError(f"checkpoint {path} is neither a routing-gym checkpoint nor reference weights")
+
+
+def policy_of(ckpt: dict, path: str | os.PathLike) -> AttentionModel:
+    """The policy (in eval mode) that a read routing-gym checkpoint ``ckpt`` (kind ``policy`` or ``trainer``) of
+    file ``path`` describes; ``ValueError`` naming the file for another kind or weights that do not fit."""
+    if ckpt.get("kind") not in ("policy", "trainer"):
+        raise ValueError(f"checkpoint {path} holds a {ckpt.get('kind')!r}, not a policy")
+    try:
+        trainer = ckpt.get("meta", {}).get("trainer", {})
+        name = ckpt.get("config", {}).get("policy") or (trainer.get("policy", "attention") if isinstance(
+            trainer, dict) else "attention")
+        policy = build_policy(name, ckpt["model_config"])
+        policy.load_state_dict(ckpt["model"])
+    except (KeyError, TypeError, RuntimeError, AttributeError) as e:
+        raise ValueError(f"checkpoint {path} does not describe a valid attention model: {e}") from None
+    return policy.eval()
 
 
 def export_policy(trainer_checkpoint: str | os.PathLike, path: str | os.PathLike, average: list | None = None) -> dict:
@@ -64,7 +69,7 @@ def export_policy(trainer_checkpoint: str | os.PathLike, path: str | os.PathLike
     the weights written are the uniform average of the checkpoint's and theirs (:func:`averaged`); the record
     names them, and its instances seen are the most any of them saw."""
     ckpt = load_checkpoint(trainer_checkpoint, kind="trainer")
-    load_policy_file(trainer_checkpoint)  # its weights fit the model it describes (else ValueError naming it)
+    policy_of(ckpt, trainer_checkpoint)  # its weights fit the model it describes (else ValueError naming it)
     missing = [k for k in ("config", "model_config", "model", "epoch", "instances_seen") if k not in ckpt]
     if missing:
         raise ValueError(f"checkpoint {trainer_checkpoint} lacks {', '.join(missing)}: not a complete trainer "
