@@ -239,7 +239,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Te
       one-query bf16 glimpse took 3x the fp32 one (B = 1,000, n = 50: 12.3 against 4.0 ms).
 
     (``benchmarks/README.md``, "bf16 on the CPU".)"""
-    if q.device.type == "cpu" and bf16_on_cpu(q) and (torch.is_grad_enabled() or k.dtype != q.dtype):
+    if bf16_on_cpu(q) and (torch.is_grad_enabled() or k.dtype != q.dtype):
         with torch.autocast("cpu", enabled=False):
             mask = mask if mask is None or mask.dtype == torch.bool else mask.float()
             return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask).to(q.dtype)
