@@ -158,12 +158,17 @@ def compiled_observation(problem, state) -> dict[str, Tensor] | None:
 
 
 def clear_records(rows: Tensor, returns: Tensor, elapsed: Tensor, tours: Tensor, ended_invalid: Tensor) -> None:
-    """Start the episode records afresh (return, step count, tour, masked-action flag) for the sub-envs
-    flagged in ``rows`` (B,) bool, in place, without a host synchronisation."""
-    returns.masked_fill_(rows, 0.0)
-    elapsed.masked_fill_(rows, 0)
-    tours.masked_fill_(rows[:, None], -1)
-    ended_invalid.masked_fill_(rows, False)
+    """Start the episode records afresh (return, step count, tour, masked-action flag) for some sub-envs, in
+    place: ``rows`` (B,) bool flags them (a fill over every row, without a host synchronisation) or (k,) int64
+    lists them (a fill of those k rows only: the CPU's renewal by index)."""
+    if rows.dtype == torch.bool:
+        returns.masked_fill_(rows, 0.0)
+        elapsed.masked_fill_(rows, 0)
+        tours.masked_fill_(rows[:, None], -1)
+        ended_invalid.masked_fill_(rows, False)
+    else:
+        for record, fresh in ((returns, 0.0), (elapsed, 0), (tours, -1), (ended_invalid, False)):
+            record.index_fill_(0, rows, fresh)
 
 
 def renew(state, rows: Tensor, pool, pool_next: Tensor):
@@ -174,12 +179,11 @@ def renew(state, rows: Tensor, pool, pool_next: Tensor):
     return where_rows(rows, gather_rows(pool, take), state)
 
 
-def renew_on_host(state, rows: Tensor, pool, pool_next: Tensor):
-    """:func:`renew`'s new state, made by index where the host may be read (the CPU): the reset rows' indices
-    read, then each state tensor copied with those k rows replaced by the pool's next k, in place of a ``where``
-    over every row of every tensor (which, compiled to inductor's scalar loops on the CPU, costs more than the
-    copy: OP-50 at B = 1024 with 85 resets, 205 µs compiled against 150 µs this way)."""
-    index = rows.nonzero().squeeze(1)
+def renew_on_host(state, index: Tensor, pool, pool_next: Tensor):
+    """:func:`renew`'s new state, made by index where the host may be read (the CPU): the reset rows ``index``
+    (k,) int64 (``rows.nonzero()``), then each state tensor copied with those k rows replaced by the pool's next
+    k, in place of a ``where`` over every row of every tensor (which, compiled to inductor's scalar loops on the
+    CPU, costs more than the copy: OP-50 at B = 1024 with 85 resets, 205 µs compiled against 150 µs this way)."""
     start = int(pool_next)
     pool_next += len(index)
     return replace_rows(state, index, slice_rows(pool, start, start + len(index)))
@@ -191,7 +195,11 @@ def renewal(problem, state, rows: Tensor, returns: Tensor, elapsed: Tensor, tour
     (``SAME_STEP``, else None), their new states (:func:`renew`, or :func:`renew_on_host` with ``on_host``) and
     :func:`clear_records` of their records. Returns ``(state, last, obs)``, obs as :func:`advance` gives it."""
     last = observation(problem, state) if mode == AutoresetMode.SAME_STEP.value else None
-    state = (renew_on_host if on_host else renew)(state, rows, pool, pool_next)
+    if on_host:  # the reset rows by index: the copies and fills touch those rows only
+        rows = rows.nonzero().squeeze(1)
+        state = renew_on_host(state, rows, pool, pool_next)
+    else:
+        state = renew(state, rows, pool, pool_next)
     clear_records(rows, returns, elapsed, tours, ended_invalid)
     return state, last, compiled_observation(problem, state)
 
@@ -412,7 +420,7 @@ class RoutingVectorEnv(VectorEnv):
         fresh = self._fresh(len(rows), picked, instances)
         self.state = fresh if len(rows) == self.num_envs else replace_rows(self.state, rows, fresh)
         self._needs_reset.masked_fill_(chosen, False)
-        clear_records(chosen, self._return, self._elapsed, self._tours, self._invalid)
+        clear_records(rows, self._return, self._elapsed, self._tours, self._invalid)
         return self._observation(), {}
 
     def step(self, actions):

@@ -8,7 +8,7 @@ from gymnasium.vector import AutoresetMode
 
 import routing_gym  # noqa: F401
 from routing_gym.problems.base import invalid_penalty, tensors_of
-from routing_gym.vector import RoutingVectorEnv, renew, renew_on_host
+from routing_gym.vector import RoutingVectorEnv, clear_records, renew, renew_on_host
 
 PROBLEMS = tuple(p.label for p in routing_gym.PROBLEMS.values())  # every problem in the registry
 
@@ -504,6 +504,21 @@ def test_step__cuda_torch_mode_never_synchronises_in_any_autoreset_mode(problem,
         torch.cuda.set_sync_debug_mode("default")
 
 
+def test_clear_records__by_index_as_by_flags():
+    """The records of the reset sub-envs start afresh alike whether they are flagged (B,) bool, as off the CPU,
+    or listed by index, as the CPU's renewal gives them; the other rows keep theirs."""
+    g = torch.Generator().manual_seed(0)
+    records = (torch.rand(6, generator=g, dtype=torch.float64), torch.randint(1, 9, (6,), generator=g),
+               torch.randint(0, 5, (6, 4), generator=g), torch.ones(6, dtype=torch.bool))
+    rows = torch.tensor([0, 1, 1, 0, 0, 1], dtype=torch.bool)
+    flagged, listed = [r.clone() for r in records], [r.clone() for r in records]
+    clear_records(rows, *flagged)
+    clear_records(rows.nonzero().squeeze(1), *listed)
+    for before, a, b, fresh in zip(records, flagged, listed, (0.0, 0, -1, False)):
+        assert torch.equal(a, b)
+        assert (a[rows] == fresh).all() and torch.equal(a[~rows], before[~rows])
+
+
 @pytest.mark.parametrize("problem", sorted(routing_gym.PROBLEMS))
 def test_renew_on_host__gives_the_states_of_the_device_form(problem):
     """Where the host may be read (the CPU), automatic resets copy the reset rows in by index; off it, a ``where``
@@ -517,7 +532,8 @@ def test_renew_on_host__gives_the_states_of_the_device_form(problem):
     for rows in (torch.zeros(8, dtype=torch.bool), torch.tensor([0, 1, 0, 0, 1, 1, 0, 1], dtype=torch.bool),
                  torch.ones(8, dtype=torch.bool)):
         nexts = [torch.tensor(3), torch.tensor(3)]
-        by_where, by_index = renew(state, rows, pool, nexts[0]), renew_on_host(state, rows, pool, nexts[1])
+        by_where = renew(state, rows, pool, nexts[0])
+        by_index = renew_on_host(state, rows.nonzero().squeeze(1), pool, nexts[1])
         assert type(by_where) is type(by_index)
         for x, y in zip(tensors_of(by_where), tensors_of(by_index), strict=True):
             assert x.dtype == y.dtype and torch.equal(x, y)

@@ -124,7 +124,7 @@ class OP(Problem):
         elif prize_type == "unif":
             prize = (1 + torch.randint(0, 100, (batch_size, n), generator=generator, device=dev)) / 100.0
         else:
-            d = torch.linalg.vector_norm(locs[:, 1:] - locs[:, :1], dim=-1)
+            d = distance(locs[:, 1:], locs[:, :1])
             prize = (1 + (d / d.max(dim=1, keepdim=True).values * 99).int()) / 100.0
         prize = torch.cat([torch.zeros(batch_size, 1, device=dev), prize.float()], dim=1)
         length = torch.full((batch_size,), max_length(n), device=dev)
