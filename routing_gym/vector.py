@@ -20,8 +20,8 @@ from torch import Tensor
 from .common import (INVALID_ACTION_MODES, check_choice, check_compile, check_render_size, check_seed, observation_space,
                      resolve_num_nodes, seeded_generator, sized_classes)
 from .problems import PROBLEMS, step
-from .problems.base import compiled, finish, is_allowed, native_array
-from .problems.masks import flags
+from .problems.base import compiled, compiled_for_layout, finish, is_allowed, native_array, row_major_state
+from .problems.masks import flags, for_compiler
 from .render import frame_size
 
 ARRAY_TYPES = ("numpy", "torch")
@@ -128,12 +128,12 @@ def advance(problem, prev, actions: Tensor, resetting: Tensor, returns: Tensor, 
         final = ended | truncated
     returns += reward
     column = torch.where(~prev_done & ~invalid, prev.num_steps, tours.shape[1] - 1)
-    if torch.compiler.is_compiling():  # inductor writes index_put_ in place; an in-place scatter into an
-        # input it writes as a copy of the whole (B, S) buffer and a copy back
+    if for_compiler():  # inductor writes index_put_ in place; an in-place scatter into an input it writes as
+        # a copy of the whole (B, S) buffer and a copy back
         tours.index_put_((torch.arange(len(column), device=column.device), column), actions)
     else:  # eager, scatter_ is the faster
         tours.scatter_(1, column[:, None], actions[:, None])
-    ended_invalid |= invalid
+    ended_invalid.logical_or_(invalid)  # (an ATen op, which make_fx can functionalise; |= is not one)
     infos = {"cost": torch.where(final, -returns, 0.0), "_cost": final,
              "invalid_action": invalid & final, "_invalid_action": final,
              "tour": torch.where(final[:, None], tours[:, :-1], -1), "_tour": final}
@@ -154,7 +154,7 @@ def observation(problem, state) -> dict[str, Tensor]:
 def compiled_observation(problem, state) -> dict[str, Tensor] | None:
     """The state's :func:`observation` inside a compiled step (its few small ops fuse into the step's kernel
     rather than run eagerly after it), else None."""
-    return observation(problem, state) if torch.compiler.is_compiling() else None
+    return observation(problem, state) if for_compiler() else None
 
 
 def clear_records(rows: Tensor, returns: Tensor, elapsed: Tensor, tours: Tensor, ended_invalid: Tensor) -> None:
@@ -312,7 +312,6 @@ class RoutingVectorEnv(VectorEnv):
         # a step may read a tensor on the host (free on the CPU; numpy mode reads anyway); elsewhere the pool
         # of automatic resets is regenerated on a host-side schedule
         self._reads_host = self.device.type == "cpu" or self.array_type == "numpy"
-        self._advance = self._stepper()
         self.render_size = check_render_size(frame_size(render_size))
         self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": ["rgb_array"], "render_fps": 4}
         self._variant = self.problem.check_variant(variant)
@@ -321,20 +320,31 @@ class RoutingVectorEnv(VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._allocate()
+        self._advance = self._stepper()
 
     def _stepper(self):
         """:func:`advance_and_renew`, and with ``compile`` its compiled form. Off the CPU (no host reads) the
         whole step compiled as one function, which renews every step (no-op rows included) and never
-        synchronises. Where a step may read the host (the CPU, :attr:`_reads_host`), :func:`advance` compiled,
-        then, in the steps where a sub-env resets, the renewal by index (:func:`renew_on_host`: a copy of each
-        state tensor with the reset rows replaced), which on the CPU costs less than the compiled ``where``
-        over every row (``benchmarks/README.md``, "One thread for every contender")."""
+        synchronises. Where a step may read the host (:attr:`_reads_host`), :func:`advance` compiled, then, in
+        the steps where a sub-env resets, the renewal by index (:func:`renew_on_host`: a copy of each state
+        tensor with the reset rows replaced), which on the CPU costs less than the compiled ``where`` over every
+        row (``benchmarks/README.md``, "One thread for every contender"). On the CPU :func:`advance` is compiled
+        for the layout of the state and the records (:func:`~routing_gym.problems.base.compiled_for_layout`,
+        called without dynamo), so it is made at each reset (None before the first; compiled once per layout)."""
         if not self.compile:
             return advance_and_renew
         if not self._reads_host:
             return compiled(advance_and_renew, self.device.type, self.problem)
-        parts = (compiled(advance, self.device.type, self.problem), renewal)
-        return functools.partial(advance_and_renew, parts=parts)
+        if self.device.type != "cpu":
+            fn = compiled(advance, self.device.type, self.problem)
+        elif self.state is None:
+            return None
+        else:
+            actions = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
+            fn = compiled_for_layout(advance, self.problem, self.state, actions, self._needs_reset, self._return,
+                                     self._elapsed, self._tours, self._invalid, mode=self.autoreset_mode.value,
+                                     max_episode_steps=self.max_episode_steps)
+        return functools.partial(advance_and_renew, parts=(fn, renewal))
 
     def _allocate(self) -> None:
         """The records the env keeps per sub-env on the device, the generator of automatic resets and
@@ -419,6 +429,9 @@ class RoutingVectorEnv(VectorEnv):
         picked = None if seeds is None else [seeds[i] for i in rows.tolist()]
         fresh = self._fresh(len(rows), picked, instances)
         self.state = fresh if len(rows) == self.num_envs else replace_rows(self.state, rows, fresh)
+        if self.compile and self.device.type == "cpu":  # the layout the compiled step is made for
+            self.state = row_major_state(self.state)
+            self._advance = self._stepper()
         self._needs_reset.masked_fill_(chosen, False)
         clear_records(rows, self._return, self._elapsed, self._tours, self._invalid)
         return self._observation(), {}
@@ -512,7 +525,7 @@ class RoutingVectorEnv(VectorEnv):
             outside = (actions < 0) | (actions >= self.n_total)
             if outside.any():
                 self._refuse(int(np.flatnonzero(outside)[0]), actions)
-        return torch.as_tensor(actions, device=self.device).long()
+        return torch.as_tensor(actions, device=self.device).long().contiguous()  # the compiled step's layout
 
     def _check_allowed(self, a: Tensor) -> None:
         """``invalid_action="raise"``: ``ValueError`` naming the first unfinished sub-env whose action is

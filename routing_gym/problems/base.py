@@ -57,7 +57,7 @@ from __future__ import annotations
 import functools
 import math
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
@@ -635,52 +635,99 @@ def row_major_state(state):
     return rebuild(state, [row_major(t) for t in tensors_of(state)])
 
 
-_fixed_layout_steps: dict[tuple, Callable] = {}
+def flatten(tree, leaves: list[Tensor]):
+    """The tensors of ``tree`` (tensors, None, dicts and tuples of them, NamedTuples included) appended to
+    ``leaves`` in order; returns the structure that :func:`unflatten` rebuilds ``tree`` from."""
+    if isinstance(tree, Tensor):
+        leaves.append(tree)
+        return None
+    if tree is None:
+        return ("none",)
+    if isinstance(tree, dict):
+        return ("dict", tuple(tree), tuple(flatten(v, leaves) for v in tree.values()))
+    if isinstance(tree, tuple):
+        return (type(tree), tuple(flatten(v, leaves) for v in tree))
+    raise TypeError(f"cannot flatten a {type(tree).__name__} (tensors, None, dicts and tuples only)")
+
+
+def unflatten(spec, leaves: Iterator[Tensor]):
+    """The tree of structure ``spec`` (:func:`flatten`) holding the next tensors of ``leaves``."""
+    if spec is None:
+        return next(leaves)
+    kind = spec[0]
+    if kind == "none":
+        return None
+    if kind == "dict":
+        return dict(zip(spec[1], [unflatten(v, leaves) for v in spec[2]]))
+    values = [unflatten(v, leaves) for v in spec[1]]
+    return tuple(values) if kind is tuple else kind(*values)
+
+
+_for_layout: dict[tuple, Callable] = {}
+
+
+def compiled_for_layout(fn: Callable, problem, *args, **static) -> Callable:
+    """``fn(problem, *args, **static)`` compiled for the layout of ``args`` (their structure and every tensor's
+    shape, strides, dtype and device; ``static`` are Python values, fixed too), called as ``fn`` with arguments
+    of that layout (the problem and ``static`` given again are ignored): what the single env's ``compile=True``
+    (:func:`fixed_layout_step`) and the vector env's on the CPU run.
+
+    Traced once (``make_fx`` with fake tensors, so a branch on a tensor's value fails the trace rather than being
+    baked in; functionalised, so an in-place update of an argument stays a write into it) and compiled by
+    inductor (scalar loops, as :func:`compiled`), then called without dynamo, whose frame handling, guards and
+    wrappers cost about 17 µs a call and more with many arguments (``benchmarks/README.md``). Compiled once per
+    layout and shared by every caller; inductor's code asserts each argument's shape and strides on every call
+    (``AssertionError`` for another layout), so a caller reads the layout once (a state keeps it: see
+    :func:`row_major_state`) and keeps the function."""
+    import torch._inductor  # noqa: F401  (imported here: importing the compiler takes seconds)
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    flat_args: list[Tensor] = []
+    spec = flatten(args, flat_args)
+    key = (fn, problem, tuple(sorted(static.items())), spec,
+           tuple((t.shape, t.stride(), t.dtype, t.device) for t in flat_args))
+    made = _for_layout.get(key)
+    if made is None:
+        out_spec = []
+
+        def flat_fn(*flat):
+            leaves: list[Tensor] = []
+            out_spec.append(flatten(fn(problem, *unflatten(spec, iter(flat)), **static), leaves))
+            return tuple(leaves)
+
+        # traced on copies: a reset's state may hold one tensor in two fields (TSP's first and current node),
+        # which the trace would take as a rule of every state
+        example = [t.clone() for t in flat_args]
+        with torch.inference_mode(), traced_for_compiler():
+            graph = make_fx(torch.func.functionalize(flat_fn, remove="mutations"),
+                            tracing_mode="fake")(*example)
+            with torch._inductor.config.patch({"cpp.simdlen": 1}):  # as in :func:`compiled`
+                run = torch._inductor.compile(graph, example)
+        result = out_spec[-1]
+
+        def made(_problem, *args, **_static):
+            flat: list[Tensor] = []
+            flatten(args, flat)
+            return unflatten(result, iter(run(*flat)))
+
+        _for_layout[key] = made
+    return made
 
 
 def fixed_layout_step(problem, state) -> tuple[Any, Callable]:
     """``(state, fn)``: ``state`` with row-major tensors (:func:`row_major`), and :func:`step` compiled for that
-    state's layout (:func:`layout_of`: its batch size included), called as ``fn(problem, state, action)`` with
-    a (B,) int64 action: what the single env's ``compile=True`` runs.
-
-    The step is traced once over the state's tensors (``make_fx`` with fake tensors: a branch on a tensor's
-    value would fail the trace, never be baked in) and compiled by inductor, then called without dynamo,
-    whose frame handling and guards cost about half of a batch-1 step (TSP-50: 56 -> 30 us a step;
-    ``benchmarks/README.md``, "The single env's compiled step without dynamo"). In their place the layout is
-    read here, once per episode (compiled once per layout, shared by every env); the compiled graph returns a
-    state of the same layout (checked when it is made), so the episode's states keep it, and inductor's code
-    asserts each argument's shape and strides on every call (``AssertionError`` for another layout)."""
-    import torch._inductor  # noqa: F401  (imported here: importing the compiler takes seconds)
-    from torch.fx.experimental.proxy_tensor import make_fx
-
+    state's layout (:func:`compiled_for_layout`: its batch size included), called as ``fn(problem, state, action)``
+    with a (B,) int64 action: what the single env's ``compile=True`` runs. Without dynamo, a batch-1 step costs
+    about half (TSP-50: 56 -> 30 us a step; ``benchmarks/README.md``, "The single env's compiled step without
+    dynamo"). The compiled step returns a state of the same layout (checked when it is made), so the episode's
+    states keep it."""
     state = row_major_state(state)
-    key = (problem, layout_of(state))
-    fn = _fixed_layout_steps.get(key)
-    if fn is None:
-        count = len(tensors_of(state))
-
-        def flat_step(*flat):
-            new, reward, invalid = step(problem, rebuild(state, list(flat[:count])), flat[count])
-            return (*tensors_of(new), reward, invalid)
-
-        # traced on copies: a reset's state may hold one tensor in two fields (TSP's first and current node),
-        # which the trace would take as a rule of every state
-        example = [t.clone() for t in tensors_of(state)]
-        example.append(torch.zeros(state.done.shape, dtype=torch.int64, device=state.done.device))
-        with torch.inference_mode(), traced_for_compiler():
-            graph = make_fx(flat_step, tracing_mode="fake")(*example)
-            with torch._inductor.config.patch({"cpp.simdlen": 1}):  # as in :func:`compiled`
-                flat = torch._inductor.compile(graph, example)
-            out = flat(*example)
-        made = layout_of(rebuild(state, list(out[:count])))
-        if made != key[1]:
-            raise RuntimeError(f"{problem.name}'s compiled step changes the state's layout ({key[1]} -> {made})")
-
-        def fn(_problem, state, action):  # step's signature; the problem is the one compiled in
-            out = flat(*tensors_of(state), action)
-            return rebuild(state, list(out[:count])), out[count], out[count + 1]
-
-        _fixed_layout_steps[key] = fn
+    action = torch.zeros(state.done.shape, dtype=torch.int64, device=state.done.device)
+    fn = compiled_for_layout(step, problem, state, action)
+    new = fn(problem, rebuild(state, [t.clone() for t in tensors_of(state)]), action)[0]
+    if layout_of(new) != layout_of(state):
+        raise RuntimeError(f"{problem.name}'s compiled step changes the state's layout "
+                           f"({layout_of(state)} -> {layout_of(new)})")
     return state, fn
 
 

@@ -139,7 +139,7 @@ class CVRP(Problem):
         time windows) before the depot's rule reads them."""
         allowed = ~flags(visited) & (instance.demand + used[:, None] <= 1.0 + CAPACITY_TOLERANCE)
         if within is not None:
-            allowed &= within
+            allowed = allowed & within
         return with_depot(allowed, current)
 
     @staticmethod

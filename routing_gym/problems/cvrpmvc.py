@@ -183,7 +183,7 @@ class CVRPMVC(Problem):
         remaining = (instance.demand * ~flags(visited)).sum(1)  # (B,) the depot's demand is 0
         fits = remaining <= (k - routes) + CAPACITY_TOLERANCE * k
         customers = any_marked(allowed[:, 1:])
-        allowed[:, 0] &= (fits & (current != 0)) | ~customers
+        allowed[:, 0] = allowed[:, 0] & ((fits & (current != 0)) | ~customers)
         return mask_of(allowed)
 
     @staticmethod

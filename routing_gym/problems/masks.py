@@ -51,7 +51,7 @@ def traced_for_compiler() -> Iterator[None]:
         _traced_for_compiler = before
 
 
-def _converting() -> bool:
+def for_compiler() -> bool:
     """Is this code being traced for a compiler (then masks convert rather than view)?"""
     return _traced_for_compiler or torch.compiler.is_compiling()
 
@@ -60,13 +60,13 @@ def flags(mask: Tensor) -> Tensor:
     """The mask as a bool tensor of the same shape: a view in eager code (no copy); a comparison in compiled
     code (``torch.compile``, :func:`traced_for_compiler`), which fuses it into its kernels (inductor's
     vectorised C++ has no bool <-> byte bit cast)."""
-    return mask != 0 if _converting() else mask.view(torch.bool)
+    return mask != 0 if for_compiler() else mask.view(torch.bool)
 
 
 def mask_of(condition: Tensor) -> Tensor:
     """A bool condition (B, N) stored as a mask: a view in eager code, a conversion in compiled code (as
     :func:`flags`)."""
-    return condition.to(MASK_DTYPE) if _converting() else condition.view(MASK_DTYPE)
+    return condition.to(MASK_DTYPE) if for_compiler() else condition.view(MASK_DTYPE)
 
 
 def mark(mask: Tensor, index: Tensor) -> Tensor:
