@@ -222,7 +222,8 @@ def advance_and_renew(problem, prev, actions: Tensor, resetting: Tensor, returns
     state, reward, terminated, truncated, final, infos, obs = advance_fn(
         problem, prev, actions, resetting, returns, elapsed, tours, ended_invalid, mode=mode,
         max_episode_steps=max_episode_steps)
-    rows = {AutoresetMode.NEXT_STEP.value: resetting, AutoresetMode.SAME_STEP.value: final}.get(mode)
+    rows = resetting if mode == AutoresetMode.NEXT_STEP.value else final if mode == AutoresetMode.SAME_STEP.value \
+        else None
     last = None
     if rows is not None and not (on_host and not bool(rows.any())):
         state, last, obs = renewal_fn(problem, state, rows, returns, elapsed, tours, ended_invalid, pool,
@@ -512,6 +513,9 @@ class RoutingVectorEnv(VectorEnv):
         """The (B,) int64 actions on the device, checked as :meth:`step` says: dtype and shape
         always, the range of numpy actions on the host (no host synchronisation either way)."""
         if isinstance(actions, Tensor):
+            if (actions.dtype == torch.int64 and actions.device == self.device and actions.shape == (self.num_envs,)
+                    and actions.is_contiguous()):  # already as the step takes them (a policy's argmax, a sample)
+                return actions.detach()
             actions = actions.detach()
             integer = not (actions.dtype == torch.bool or actions.is_floating_point() or actions.is_complex())
         else:

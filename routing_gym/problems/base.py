@@ -57,7 +57,7 @@ from __future__ import annotations
 import functools
 import math
 import types
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
@@ -637,7 +637,7 @@ def row_major_state(state):
 
 def flatten(tree, leaves: list[Tensor]):
     """The tensors of ``tree`` (tensors, None, dicts and tuples of them, NamedTuples included) appended to
-    ``leaves`` in order; returns the structure that :func:`unflatten` rebuilds ``tree`` from."""
+    ``leaves`` in order; returns the structure that :func:`builder` rebuilds ``tree`` from."""
     if isinstance(tree, Tensor):
         leaves.append(tree)
         return None
@@ -650,17 +650,21 @@ def flatten(tree, leaves: list[Tensor]):
     raise TypeError(f"cannot flatten a {type(tree).__name__} (tensors, None, dicts and tuples only)")
 
 
-def unflatten(spec, leaves: Iterator[Tensor]):
-    """The tree of structure ``spec`` (:func:`flatten`) holding the next tensors of ``leaves``."""
+def builder(spec) -> Callable:
+    """The inverse of :func:`flatten` for one structure ``spec``, made once: a function that rebuilds the tree from
+    a function giving its tensors in order (an iterator's ``__next__``)."""
     if spec is None:
-        return next(leaves)
+        return lambda take: take()
     kind = spec[0]
     if kind == "none":
-        return None
+        return lambda take: None
     if kind == "dict":
-        return dict(zip(spec[1], [unflatten(v, leaves) for v in spec[2]]))
-    values = [unflatten(v, leaves) for v in spec[1]]
-    return tuple(values) if kind is tuple else kind(*values)
+        keys, parts = spec[1], [builder(v) for v in spec[2]]
+        return lambda take: dict(zip(keys, [part(take) for part in parts]))
+    parts = [builder(v) for v in spec[1]]
+    if kind is tuple:
+        return lambda take: tuple([part(take) for part in parts])
+    return lambda take: kind(*[part(take) for part in parts])
 
 
 _for_layout: dict[tuple, Callable] = {}
@@ -692,7 +696,7 @@ def compiled_for_layout(fn: Callable, problem, *args, **static) -> Callable:
 
         def flat_fn(*flat):
             leaves: list[Tensor] = []
-            out_spec.append(flatten(fn(problem, *unflatten(spec, iter(flat)), **static), leaves))
+            out_spec.append(flatten(fn(problem, *builder(spec)(iter(flat).__next__), **static), leaves))
             return tuple(leaves)
 
         # traced on copies: a reset's state may hold one tensor in two fields (TSP's first and current node),
@@ -703,12 +707,12 @@ def compiled_for_layout(fn: Callable, problem, *args, **static) -> Callable:
                             tracing_mode="fake")(*example)
             with torch._inductor.config.patch({"cpp.simdlen": 1}):  # as in :func:`compiled`
                 run = torch._inductor.compile(graph, example)
-        result = out_spec[-1]
+        build = builder(out_spec[-1])
 
         def made(_problem, *args, **_static):
             flat: list[Tensor] = []
             flatten(args, flat)
-            return unflatten(result, iter(run(*flat)))
+            return build(iter(run(*flat)).__next__)
 
         _for_layout[key] = made
     return made
