@@ -275,11 +275,11 @@ class RoutingVectorEnv(VectorEnv):
         max_episode_steps: truncation after this many steps of an episode (a positive integer), or None.
         render_mode: None or ``"rgb_array"``: ``render()`` draws one frame per sub-env.
         render_size: ``(width, height)`` of the frames, integers from 64 to 8192 pixels, default ``(600, 600)``.
-        compile: ``True`` steps with :func:`advance_and_renew` compiled by ``torch.compile`` (on the CPU
-            :func:`advance` compiled and the renewal by index in steps that reset, :meth:`_stepper`; the first
-            step of a shape compiles; results
-            equal the eager step's up to float rounding; needs torch 2.13 or newer, else ``RuntimeError``).
-            Default ``False``.
+        compile: ``True`` steps compiled (:meth:`_stepper`): on the CPU :func:`advance` compiled by inductor for
+            the layout of the state and records at each reset, and the renewal by index in steps that reset;
+            elsewhere :func:`advance_and_renew` compiled by ``torch.compile``, whose first step of a shape
+            compiles. Results equal the eager step's up to float rounding; needs torch 2.13 or newer, else
+            ``RuntimeError``. Default ``False``.
         **variant: the problem's options (its ``variants``); an unknown one raises ``TypeError``.
 
     A bad argument is a ``ValueError`` naming it. In torch mode on a device other than the CPU, a step in
