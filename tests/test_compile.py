@@ -107,6 +107,8 @@ def test_single_env__one_compiled_step_per_layout():
     assert reward.item() == pytest.approx(-torch.dist(state.instance.locs[0, 2], state.instance.locs[0, 4]).item())
     with pytest.raises(AssertionError, match="expected size 6==5"):  # another layout is refused, never misread
         fn(env.problem, new._replace(visited=torch.zeros(1, 6, dtype=torch.int8)), torch.tensor([1]))
+    with pytest.raises(ValueError, match="compiled for tsp"):  # nor is another problem's state run through it
+        fn(routing_gym.get_problem("atsp"), new, torch.tensor([1]))
     bigger = gym.make("routing/TSP-v0", num_nodes=6, compile=True).unwrapped
     bigger.reset(seed=0)
     assert bigger._step is not env._step  # another layout, its own compiled step

@@ -673,7 +673,7 @@ _for_layout: dict[tuple, Callable] = {}
 def compiled_for_layout(fn: Callable, problem, *args, **static) -> Callable:
     """``fn(problem, *args, **static)`` compiled for the layout of ``args`` (their structure and every tensor's
     shape, strides, dtype and device; ``static`` are Python values, fixed too), called as ``fn`` with arguments
-    of that layout (the problem and ``static`` given again are ignored): what the single env's ``compile=True``
+    of that layout and the same problem and ``static`` (others are a ``ValueError``): what the single env's ``compile=True``
     (:func:`fixed_layout_step`) and the vector env's on the CPU run.
 
     Traced once (``make_fx`` with fake tensors, so a branch on a tensor's value fails the trace rather than being
@@ -709,7 +709,10 @@ def compiled_for_layout(fn: Callable, problem, *args, **static) -> Callable:
                 run = torch._inductor.compile(graph, example)
         build = builder(out_spec[-1])
 
-        def made(_problem, *args, **_static):
+        def made(called_problem, *args, **called_static):
+            if called_problem is not problem or called_static != static:  # never run a graph made for others
+                raise ValueError(f"this step was compiled for {problem.name} with {static}, called for "
+                                 f"{getattr(called_problem, 'name', called_problem)} with {called_static}")
             flat: list[Tensor] = []
             flatten(args, flat)
             return build(iter(run(*flat)).__next__)
