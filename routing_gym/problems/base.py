@@ -590,34 +590,57 @@ def compiled(fn: Callable, device_type: str, problem: Any = None) -> Callable:
     return torch.compile(fn, dynamic=False, fullgraph=True, options=options)
 
 
+def flatten(tree, leaves: list[Tensor]):
+    """The tensors of ``tree`` (tensors, None, dicts, lists and tuples of them, NamedTuples included) appended to
+    ``leaves`` in order; returns the structure that :func:`builder` rebuilds ``tree`` from."""
+    if isinstance(tree, Tensor):
+        leaves.append(tree)
+        return None
+    if tree is None:
+        return ("none",)
+    if isinstance(tree, dict):
+        return ("dict", tuple(tree), tuple(flatten(v, leaves) for v in tree.values()))
+    if isinstance(tree, (tuple, list)):
+        return (type(tree), tuple(flatten(v, leaves) for v in tree))
+    raise TypeError(f"cannot flatten a {type(tree).__name__} (tensors, None, dicts, lists and tuples only)")
+
+
+def builder(spec) -> Callable:
+    """The inverse of :func:`flatten` for one structure ``spec``, made once: a function that rebuilds the tree from
+    a function giving its tensors in order (an iterator's ``__next__``)."""
+    if spec is None:
+        return lambda take: take()
+    kind = spec[0]
+    if kind == "none":
+        return lambda take: None
+    if kind == "dict":
+        keys, parts = spec[1], [builder(v) for v in spec[2]]
+        return lambda take: dict(zip(keys, [part(take) for part in parts]))
+    parts = [builder(v) for v in spec[1]]
+    if kind in (tuple, list):
+        return lambda take: kind([part(take) for part in parts])
+    return lambda take: kind(*[part(take) for part in parts])
+
+
 def tensors_of(tree) -> list[Tensor]:
-    """The tensors of a state (a NamedTuple of tensors and NamedTuples of tensors, its instance), in field order."""
-    out = []
-    for x in tree:
-        if isinstance(x, Tensor):
-            out.append(x)
-        else:
-            out.extend(tensors_of(x))
+    """The tensors of a state (a NamedTuple of tensors and NamedTuples of tensors, its instance), in field order
+    (:func:`flatten`)."""
+    out: list[Tensor] = []
+    flatten(tree, out)
     return out
 
 
 def rebuild(like, tensors: list[Tensor]):
-    """``like``'s NamedTuple structure (a state) filled with ``tensors`` in field order (:func:`tensors_of`)."""
-    it = iter(tensors)
-
-    def fill(tree):
-        return type(tree)(*(next(it) if isinstance(x, Tensor) else fill(x) for x in tree))
-
-    return fill(like)
+    """``like``'s structure (a state) filled with ``tensors`` in field order (:func:`tensors_of`)."""
+    return builder(flatten(like, []))(iter(tensors).__next__)
 
 
-def layout_of(state) -> tuple:
-    """What a compiled step is specialised to: the state's structure and every tensor's shape, strides,
-    dtype and device."""
-    def structure(tree):
-        return type(tree), tuple(None if isinstance(x, Tensor) else structure(x) for x in tree)
-
-    return structure(state), tuple((t.shape, t.stride(), t.dtype, t.device) for t in tensors_of(state))
+def layout_of(tree) -> tuple:
+    """What a compiled function is specialised to: the structure of its arguments ``tree`` (a state, or a tuple
+    of states and tensors) and every tensor's shape, strides, dtype and device."""
+    leaves: list[Tensor] = []
+    structure = flatten(tree, leaves)
+    return structure, tuple((t.shape, t.stride(), t.dtype, t.device) for t in leaves)
 
 
 def row_major(t: Tensor) -> Tensor:
@@ -633,38 +656,6 @@ def row_major(t: Tensor) -> Tensor:
 def row_major_state(state):
     """``state`` with every tensor row-major (:func:`row_major`): the layout a compiled step's outputs have."""
     return rebuild(state, [row_major(t) for t in tensors_of(state)])
-
-
-def flatten(tree, leaves: list[Tensor]):
-    """The tensors of ``tree`` (tensors, None, dicts and tuples of them, NamedTuples included) appended to
-    ``leaves`` in order; returns the structure that :func:`builder` rebuilds ``tree`` from."""
-    if isinstance(tree, Tensor):
-        leaves.append(tree)
-        return None
-    if tree is None:
-        return ("none",)
-    if isinstance(tree, dict):
-        return ("dict", tuple(tree), tuple(flatten(v, leaves) for v in tree.values()))
-    if isinstance(tree, tuple):
-        return (type(tree), tuple(flatten(v, leaves) for v in tree))
-    raise TypeError(f"cannot flatten a {type(tree).__name__} (tensors, None, dicts and tuples only)")
-
-
-def builder(spec) -> Callable:
-    """The inverse of :func:`flatten` for one structure ``spec``, made once: a function that rebuilds the tree from
-    a function giving its tensors in order (an iterator's ``__next__``)."""
-    if spec is None:
-        return lambda take: take()
-    kind = spec[0]
-    if kind == "none":
-        return lambda take: None
-    if kind == "dict":
-        keys, parts = spec[1], [builder(v) for v in spec[2]]
-        return lambda take: dict(zip(keys, [part(take) for part in parts]))
-    parts = [builder(v) for v in spec[1]]
-    if kind is tuple:
-        return lambda take: tuple([part(take) for part in parts])
-    return lambda take: kind(*[part(take) for part in parts])
 
 
 _for_layout: dict[tuple, Callable] = {}
@@ -686,12 +677,11 @@ def compiled_for_layout(fn: Callable, problem, *args, **static) -> Callable:
     import torch._inductor  # noqa: F401  (imported here: importing the compiler takes seconds)
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    flat_args: list[Tensor] = []
-    spec = flatten(args, flat_args)
-    key = (fn, problem, tuple(sorted(static.items())), spec,
-           tuple((t.shape, t.stride(), t.dtype, t.device) for t in flat_args))
+    layout = layout_of(args)
+    key = (fn, problem, tuple(sorted(static.items())), layout)
     made = _for_layout.get(key)
     if made is None:
+        spec, flat_args = layout[0], tensors_of(args)
         out_spec = []
 
         def flat_fn(*flat):
