@@ -54,10 +54,11 @@ Dimension names in shape comments: B batch, N nodes (depot included), S steps.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
@@ -661,6 +662,35 @@ def row_major_state(state):
 _for_layout: dict[tuple, Callable] = {}
 
 
+@contextlib.contextmanager
+def scalar_loops_for_gcc() -> Iterator[None]:
+    """Within: inductor compiles CPU code to scalar C++ loops (``cpp.simdlen=1``, as :func:`compiled`) and lets gcc
+    vectorise them: inductor passes gcc ``-fno-tree-loop-vectorize`` (its own loops are vectorised already), which
+    left every loop byte by byte (a copy of a (1024, 51) int8 mask: 25 µs; vectorised by gcc, 1 µs). gcc vectorises
+    without reassociating float operations (no ``-fassociative-math``), so the results are the scalar loops'.
+    The flag is dropped where inductor builds its compile command (``torch._inductor.cpp_builder``, read on the
+    calling process: the command is part of the cache key); where a torch version builds it elsewhere, the loops
+    stay scalar (slower, not different)."""
+    import torch._inductor.config
+    from torch._inductor import cpp_builder
+
+    made = getattr(cpp_builder, "_get_optimization_cflags", None)
+
+    def vectorisable(*args, **kwargs):
+        cflags, ldflags = made(*args, **kwargs)
+        return [f for f in cflags if f != "fno-tree-loop-vectorize"], ldflags
+
+    with torch._inductor.config.patch({"cpp.simdlen": 1}):
+        if made is None:
+            yield
+            return
+        cpp_builder._get_optimization_cflags = vectorisable
+        try:
+            yield
+        finally:
+            cpp_builder._get_optimization_cflags = made
+
+
 def compiled_for_layout(fn: Callable, problem, *args, **static) -> Callable:
     """``fn(problem, *args, **static)`` compiled for the layout of ``args`` (their structure and every tensor's
     shape, strides, dtype and device; ``static`` are Python values, fixed too), called as ``fn`` with arguments
@@ -669,8 +699,9 @@ def compiled_for_layout(fn: Callable, problem, *args, **static) -> Callable:
 
     Traced once (``make_fx`` with fake tensors, so a branch on a tensor's value fails the trace rather than being
     baked in; functionalised, so an in-place update of an argument stays a write into it) and compiled by
-    inductor (scalar loops, as :func:`compiled`), then called without dynamo, whose frame handling, guards and
-    wrappers cost about 17 µs a call and more with many arguments (``benchmarks/README.md``). Compiled once per
+    inductor (scalar loops that gcc vectorises, :func:`scalar_loops_for_gcc`), then called without dynamo, whose
+    frame handling, guards and wrappers cost about 17 µs a call and more with many arguments
+    (``benchmarks/README.md``). Compiled once per
     layout and shared by every caller; inductor's code asserts each argument's shape and strides on every call
     (``AssertionError`` for another layout), so a caller reads the layout once (a state keeps it: see
     :func:`row_major_state`) and keeps the function."""
@@ -695,7 +726,7 @@ def compiled_for_layout(fn: Callable, problem, *args, **static) -> Callable:
         with torch.inference_mode(), traced_for_compiler():
             graph = make_fx(torch.func.functionalize(flat_fn, remove="mutations"),
                             tracing_mode="fake")(*example)
-            with torch._inductor.config.patch({"cpp.simdlen": 1}):  # as in :func:`compiled`
+            with scalar_loops_for_gcc():
                 run = torch._inductor.compile(graph, example)
         build = builder(out_spec[-1])
 
@@ -739,8 +770,9 @@ def finish(problem, state, stop: Tensor):
     done = state.done | stop
     noop = problem.noop(state)[:, None]
     # rows of done sub-envs cleared (a byte product: on the CPU, bool ops broadcasting (B, 1) against (B, N)
-    # are slower), then the no-op node set where done
-    keep = state.mask * mask_of(~done)[:, None]
+    # are slower, and gcc vectorises the compiled loop of a byte product where it does not a negated bool's),
+    # then the no-op node set where done
+    keep = state.mask * (1 - mask_of(done))[:, None]
     mask = keep.scatter_(1, noop, state.mask.gather(1, noop) | mask_of(done)[:, None])
     return state._replace(done=done, mask=mask)
 

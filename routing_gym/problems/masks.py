@@ -69,6 +69,13 @@ def mask_of(condition: Tensor) -> Tensor:
     return condition.to(MASK_DTYPE) if for_compiler() else condition.view(MASK_DTYPE)
 
 
+def masks_by_column(first: Tensor, rest: Tensor) -> Tensor:
+    """A (B, N) mask of column 0 ``first`` (B,) bool (a depot's rule) and columns 1.. ``rest`` (B, N - 1) bool.
+    Joined rather than written into a column of a (B, N) condition: compiled, each part is its own loop, which
+    gcc vectorises (a loop choosing by column, ``x == 0 ? a : b``, it leaves scalar)."""
+    return torch.cat([mask_of(first)[:, None], mask_of(rest)], 1)
+
+
 def mark(mask: Tensor, index: Tensor) -> Tensor:
     """A new mask: ``mask`` with node ``index[b]`` (B,) int64 set in row b."""
     return mask.scatter(1, index[:, None], 1)
