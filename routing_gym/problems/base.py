@@ -666,8 +666,10 @@ _for_layout: dict[tuple, Callable] = {}
 def scalar_loops_for_gcc() -> Iterator[None]:
     """Within: inductor compiles CPU code to scalar C++ loops (``cpp.simdlen=1``, as :func:`compiled`) and lets gcc
     vectorise them: inductor passes gcc ``-fno-tree-loop-vectorize`` (its own loops are vectorised already), which
-    left every loop byte by byte (a copy of a (1024, 51) int8 mask: 25 µs; vectorised by gcc, 1 µs). gcc vectorises
-    without reassociating float operations (no ``-fassociative-math``), so the results are the scalar loops'.
+    left every loop byte by byte (a copy of a (1024, 51) int8 mask: 25 µs; vectorised by gcc, 1 µs), and
+    ``-fmath-errno``, which keeps a loop holding a square root scalar (errno is set by none of our code's square
+    roots, of sums of squares). gcc vectorises without reassociating float operations (no ``-fassociative-math``),
+    so the results are the scalar loops'.
     The flag is dropped where inductor builds its compile command (``torch._inductor.cpp_builder``, read on the
     calling process: the command is part of the cache key); where a torch version builds it elsewhere, the loops
     stay scalar (slower, not different)."""
@@ -678,7 +680,8 @@ def scalar_loops_for_gcc() -> Iterator[None]:
 
     def vectorisable(*args, **kwargs):
         cflags, ldflags = made(*args, **kwargs)
-        return [f for f in cflags if f != "fno-tree-loop-vectorize"], ldflags
+        dropped = {"fno-tree-loop-vectorize", "fmath-errno"}
+        return [f for f in cflags if f not in dropped] + ["fno-math-errno"], ldflags
 
     with torch._inductor.config.patch({"cpp.simdlen": 1}):
         if made is None:

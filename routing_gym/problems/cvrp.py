@@ -21,7 +21,7 @@ from torch import Tensor
 
 from .base import ZERO_AT_DEPOT, Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, check_num_nodes, \
     gather_nodes, generation_device, interpolate_table, locs_field, node_count, node_index, route_step, steps_taken
-from .masks import all_marked, any_marked, empty_mask, flags, mark, masks_by_column
+from .masks import all_marked, any_marked, empty_mask, flags, mark, with_first
 
 CAPACITY = {10: 20.0, 20: 30.0, 50: 40.0, 100: 50.0}
 CAPACITY_TOLERANCE = 1e-5  # float32 slack when comparing loads with the capacity 1 (in the mask only)
@@ -32,10 +32,11 @@ def capacity(num_customers: int) -> float:
     return interpolate_table(CAPACITY, num_customers)
 
 
-def with_depot(customers: Tensor, current: Tensor) -> Tensor:
-    """The (B, N) mask of the customers ``customers`` (B, N - 1) bool allowed and CVRP's depot rule: the depot
-    unless the vehicle is at it while a customer is allowed (so never first, never twice in a row)."""
-    return masks_by_column((current != 0) | ~any_marked(customers), customers)
+def with_depot(allowed: Tensor, current: Tensor) -> Tensor:
+    """The mask of the customers ``allowed`` (B, N) bool (its depot column is overwritten, see ``masks.with_first``)
+    and CVRP's depot rule: the depot unless the vehicle is at it while a customer is allowed (so never first, never
+    twice in a row)."""
+    return with_first(allowed, (current != 0) | ~any_marked(allowed[:, 1:]))
 
 
 class CVRPInstance(NamedTuple):
@@ -135,9 +136,9 @@ class CVRP(Problem):
               within: Tensor | None = None) -> Tensor:
         """CVRP's rules; ``within`` (B, N) bool restricts the customers further (a unit built on CVRP's routes:
         time windows) before the depot's rule reads them."""
-        allowed = ~flags(visited[:, 1:]) & (instance.demand[:, 1:] + used[:, None] <= 1.0 + CAPACITY_TOLERANCE)
+        allowed = ~flags(visited) & (instance.demand + used[:, None] <= 1.0 + CAPACITY_TOLERANCE)
         if within is not None:
-            allowed = allowed & within[:, 1:]
+            allowed = allowed & within
         return with_depot(allowed, current)
 
     @staticmethod

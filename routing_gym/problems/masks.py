@@ -69,11 +69,17 @@ def mask_of(condition: Tensor) -> Tensor:
     return condition.to(MASK_DTYPE) if for_compiler() else condition.view(MASK_DTYPE)
 
 
-def masks_by_column(first: Tensor, rest: Tensor) -> Tensor:
-    """A (B, N) mask of column 0 ``first`` (B,) bool (a depot's rule) and columns 1.. ``rest`` (B, N - 1) bool.
-    Joined rather than written into a column of a (B, N) condition: compiled, each part is its own loop, which
-    gcc vectorises (a loop choosing by column, ``x == 0 ? a : b``, it leaves scalar)."""
-    return torch.cat([mask_of(first)[:, None], mask_of(rest)], 1)
+def with_first(allowed: Tensor, first: Tensor | bool) -> Tensor:
+    """The mask of the condition ``allowed`` (B, N) bool with its column 0 replaced by ``first`` (B,) bool or one
+    bool for all rows (a depot's rule). ``allowed`` is used up: eager code writes ``first`` into it (no extra pass over (B, N));
+    compiled code joins ``first`` and ``allowed[:, 1:]``, each part its own loop, which gcc vectorises (a loop
+    choosing by column, ``x == 0 ? a : b``, it leaves scalar). (Joined as bools: inductor compiles a join of
+    int8 tensors as a call to ATen's.)"""
+    if for_compiler():
+        column = allowed.new_full((len(allowed), 1), first) if isinstance(first, bool) else first[:, None]
+        return mask_of(torch.cat([column, allowed[:, 1:]], 1))
+    allowed[:, 0] = first
+    return mask_of(allowed)
 
 
 def mark(mask: Tensor, index: Tensor) -> Tensor:

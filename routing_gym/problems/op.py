@@ -27,7 +27,7 @@ from torch import Tensor
 from .base import ZERO_AT_DEPOT, Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, Variant, \
     check_num_nodes, distance, gather_nodes, generation_device, interpolate_table, locs_field, node_count, node_index, \
     steps_taken
-from .masks import empty_mask, flags, mark, masks_by_column
+from .masks import empty_mask, flags, mark, with_first
 
 MAX_LENGTH = {20: 2.0, 50: 3.0, 100: 4.0}
 PRIZE_TYPES = ("const", "unif", "dist")
@@ -152,9 +152,9 @@ class OP(Problem):
 
     @staticmethod
     def _mask(locs: Tensor, budget: Tensor, visited: Tensor, current_loc: Tensor, length: Tensor) -> Tensor:
-        arrive = length[:, None] + distance(locs[:, 1:], current_loc[:, None])
-        customers = ~flags(visited[:, 1:]) & (arrive <= budget[:, 1:])
-        return masks_by_column(torch.ones_like(length, dtype=torch.bool), customers)  # the depot: always
+        arrive = length[:, None] + distance(locs, current_loc[:, None])
+        allowed = ~flags(visited) & (arrive <= budget)
+        return with_first(allowed, True)  # the depot: always
 
     @staticmethod
     def transition(state: OPState, action: Tensor, active: Tensor) -> tuple[OPState, Tensor]:

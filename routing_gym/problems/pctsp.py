@@ -21,7 +21,7 @@ from torch import Tensor
 
 from .base import ZERO_AT_DEPOT, Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, check_num_nodes, \
     distance, gather_nodes, generation_device, interpolate_table, locs_field, node_count, node_index, steps_taken
-from .masks import any_marked, empty_mask, flags, mark, masks_by_column
+from .masks import any_marked, empty_mask, flags, mark, with_first
 
 PENALTY_SCALE = {20: 2.0, 50: 3.0, 100: 4.0}  # K in Kool's U(0, 3K/n) penalties
 PRIZE_TO_COLLECT = 1.0
@@ -134,8 +134,8 @@ class PCTSP(Problem):
 
     @staticmethod
     def _mask(visited: Tensor, collected: Tensor) -> Tensor:
-        customers = ~flags(visited[:, 1:])
-        return masks_by_column((collected >= PRIZE_TO_COLLECT) | ~any_marked(customers), customers)
+        allowed = ~flags(visited)
+        return with_first(allowed, (collected >= PRIZE_TO_COLLECT) | ~any_marked(allowed[:, 1:]))
 
     @staticmethod
     def transition(state: PCTSPState, action: Tensor, active: Tensor) -> tuple[PCTSPState, Tensor]:

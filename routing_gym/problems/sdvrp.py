@@ -133,7 +133,7 @@ class SDVRP(Problem):
     @staticmethod
     def _mask(remaining: Tensor, current: Tensor, used: Tensor) -> Tensor:
         # remaining is never negative: > 0 is Kool's != 0
-        return with_depot((remaining[:, 1:] > 0) & (used < 1.0)[:, None], current)
+        return with_depot((remaining > 0) & (used < 1.0)[:, None], current)
 
     @staticmethod
     def transition(state: SDVRPState, action: Tensor, active: Tensor) -> tuple[SDVRPState, Tensor]:
