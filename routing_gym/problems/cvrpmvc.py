@@ -41,7 +41,7 @@ from torch import Tensor
 
 from .base import Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, whole
 from .cvrp import CAPACITY_TOLERANCE, CVRP, CVRPState
-from .masks import any_marked, flags, mask_of
+from .masks import any_marked, flags, with_first
 
 EXTRA_ROUTE_PENALTY = 10.0  # charged for each route started beyond num_vehicles
 FLEET_SLACK = 1  # generated num_vehicles = ceil(total demand) + FLEET_SLACK (RL4CO's max_vehicle)
@@ -183,8 +183,7 @@ class CVRPMVC(Problem):
         remaining = (instance.demand * ~flags(visited)).sum(1)  # (B,) the depot's demand is 0
         fits = remaining <= (k - routes) + CAPACITY_TOLERANCE * k
         customers = any_marked(allowed[:, 1:])
-        allowed[:, 0] = allowed[:, 0] & ((fits & (current != 0)) | ~customers)
-        return mask_of(allowed)
+        return with_first(allowed, allowed[:, 0] & ((fits & (current != 0)) | ~customers))
 
     @staticmethod
     def transition(state: CVRPMVCState, action: Tensor, active: Tensor) -> tuple[CVRPMVCState, Tensor]:

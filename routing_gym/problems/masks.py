@@ -12,7 +12,12 @@ zero-copy views (a 0/1 byte is a valid bool), so an eager step makes no extra pa
     return mask_of(allowed)                                      # stored as int8
 
 Only these helpers write masks, so every byte stays 0 or 1 (``~`` on an int8 mask would give -1/-2:
-negate its :func:`flags`).
+negate its :func:`flags`). A depot's rule, which differs from the customers', replaces column 0 of the customers'
+condition through :func:`with_first`.
+
+Compiled on the CPU, the step runs as C++ loops that gcc vectorises (``base.scalar_loops_for_gcc``) where a loop is
+plain arithmetic and comparisons: hence :func:`with_first` (no loop choosing by column) and, where a (B,) flag
+meets a (B, N) mask, byte arithmetic rather than a negated bool (``base.finish``).
 """
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ from torch import Tensor
 
 from .base import Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, Variant, gather_nodes, \
     generation_device, locs_field, node_index, steps_taken, whole
-from .masks import empty_mask, flags, mask_of
+from .masks import empty_mask, flags, with_first
 from .mtsp import LONGEST_ROUTE, route_bound, take_leg
 from .pdp import PAIR_COUNT, PDP, pairs
 
@@ -192,8 +192,7 @@ class MPDP(Problem):
     @staticmethod
     def _mask(instance: MPDPInstance, visited: Tensor, current: Tensor, agent: Tensor, carried: Tensor) -> Tensor:
         allowed = flags(PDP._mask(visited))  # the customers: PDP's rule (a fresh tensor)
-        allowed[:, 0] = (current != 0) & (carried == 0) & (agent < instance.num_agents - 1)
-        return mask_of(allowed)
+        return with_first(allowed, (current != 0) & (carried == 0) & (agent < instance.num_agents - 1))
 
     @staticmethod
     def transition(state: MPDPState, action: Tensor, active: Tensor) -> tuple[MPDPState, Tensor]:

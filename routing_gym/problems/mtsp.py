@@ -32,7 +32,7 @@ from torch import Tensor
 
 from .base import Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, Variant, generation_device, \
     locs_field, node_count, node_index, route_step, steps_taken, whole
-from .masks import all_marked, empty_mask, flags, mark, mask_of
+from .masks import all_marked, empty_mask, flags, mark, with_first
 
 COST_TYPES = ("minmax", "sum")  # codes 0 and 1 in the instance's cost_type
 NUM_AGENTS = 5  # RL4CO's MTSPGenerator default (min_num_agents = max_num_agents = 5)
@@ -183,9 +183,7 @@ class MTSP(Problem):
 
     @staticmethod
     def _mask(instance: MTSPInstance, visited: Tensor, current: Tensor, agent: Tensor) -> Tensor:
-        allowed = ~flags(visited)
-        allowed[:, 0] = (current != 0) & (agent < instance.num_agents - 1)
-        return mask_of(allowed)
+        return with_first(~flags(visited), (current != 0) & (agent < instance.num_agents - 1))
 
     @staticmethod
     def transition(state: MTSPState, action: Tensor, active: Tensor) -> tuple[MTSPState, Tensor]:

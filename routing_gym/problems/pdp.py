@@ -22,7 +22,7 @@ from torch import Tensor
 
 from .base import Drawing, EnvDoc, LegendEntry, Obs, PolicyInputs, Problem, generation_device, locs_field, node_count, \
     node_index, route_step, steps_taken
-from .masks import empty_mask, flags, mark, mask_of
+from .masks import empty_mask, flags, mark, with_first
 
 
 class PDPInstance(NamedTuple):
@@ -133,9 +133,7 @@ class PDP(Problem):
         half = (visited.shape[1] - 1) // 2
         seen = flags(visited)
         picked = torch.cat([torch.ones_like(seen[:, :half + 1]), seen[:, 1:half + 1]], dim=1)  # pickups, done pickups
-        allowed = ~seen & picked
-        allowed[:, 0] = False  # the depot only closes the tour (the finished sub-env's no-op)
-        return mask_of(allowed)
+        return with_first(~seen & picked, False)  # the depot only closes the tour (the finished sub-env's no-op)
 
     @staticmethod
     def transition(state: PDPState, action: Tensor, active: Tensor) -> tuple[PDPState, Tensor]:

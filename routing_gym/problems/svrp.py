@@ -33,7 +33,7 @@ from torch import Tensor
 
 from .base import ZERO_AT_DEPOT, Drawing, EnvDoc, Field, LegendEntry, Obs, PolicyInputs, Problem, check_num_nodes, \
     gather_nodes, generation_device, locs_field, node_count, node_index, route_step, steps_taken
-from .masks import all_marked, any_marked, empty_mask, flags, mark, mask_of
+from .masks import all_marked, any_marked, empty_mask, flags, mark, with_first
 
 TECH_COSTS = (1.0, 2.0, 3.0)  # RL4CO's default ``tech_costs``: technician k's cost per unit of distance, k + 1
 NUM_TECHS = len(TECH_COSTS)
@@ -166,9 +166,7 @@ class SVRP(Problem):
     def _mask(instance: SVRPInstance, visited: Tensor, current: Tensor, tech: Tensor) -> Tensor:
         level = gather_nodes(instance.techs, tech.clamp(max=NUM_TECHS - 1))
         allowed = ~flags(visited) & (instance.skills <= level[:, None])
-        allowed[:, 0] = False
-        allowed[:, 0] = ~(((current == 0) | (tech == NUM_TECHS - 1)) & any_marked(allowed))
-        return mask_of(allowed)
+        return with_first(allowed, ~(((current == 0) | (tech == NUM_TECHS - 1)) & any_marked(allowed[:, 1:])))
 
     @staticmethod
     def transition(state: SVRPState, action: Tensor, active: Tensor) -> tuple[SVRPState, Tensor]:
