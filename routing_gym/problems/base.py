@@ -723,9 +723,9 @@ def compiled_for_layout(fn: Callable, problem, *args, **static) -> Callable:
             out_spec.append(flatten(fn(problem, *builder(spec)(iter(flat).__next__), **static), leaves))
             return tuple(leaves)
 
-        # traced on copies: a reset's state may hold one tensor in two fields (TSP's first and current node),
-        # which the trace would take as a rule of every state
-        example = [t.clone() for t in flat_args]
+        # traced on copies of the same strides (clone() makes a sliced view contiguous): a reset's state may hold
+        # one tensor in two fields (TSP's first and current node), which the trace would take as a rule of every state
+        example = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t) for t in flat_args]
         with torch.inference_mode(), traced_for_compiler():
             graph = make_fx(torch.func.functionalize(flat_fn, remove="mutations"),
                             tracing_mode="fake")(*example)

@@ -76,10 +76,10 @@ def mask_of(condition: Tensor) -> Tensor:
 
 def with_first(allowed: Tensor, first: Tensor | bool) -> Tensor:
     """The mask of the condition ``allowed`` (B, N) bool with its column 0 replaced by ``first`` (B,) bool or one
-    bool for all rows (a depot's rule). ``allowed`` is used up: eager code writes ``first`` into it (no extra pass over (B, N));
-    compiled code joins ``first`` and ``allowed[:, 1:]``, each part its own loop, which gcc vectorises (a loop
-    choosing by column, ``x == 0 ? a : b``, it leaves scalar). (Joined as bools: inductor compiles a join of
-    int8 tensors as a call to ATen's.)"""
+    bool for all rows (a depot's rule). ``allowed`` is used up: eager code writes ``first`` into it (no extra pass
+    over (B, N)); compiled code joins ``first`` and ``allowed[:, 1:]``, each part its own loop, which gcc
+    vectorises (a loop choosing by column, ``x == 0 ? a : b``, it leaves scalar). (Joined as bools: inductor
+    compiles a join of int8 tensors as a call to ATen's.)"""
     if for_compiler():
         column = allowed.new_full((len(allowed), 1), first) if isinstance(first, bool) else first[:, None]
         return mask_of(torch.cat([column, allowed[:, 1:]], 1))
