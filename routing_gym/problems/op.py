@@ -125,7 +125,7 @@ class OP(Problem):
             prize = (1 + torch.randint(0, 100, (batch_size, n), generator=generator, device=dev)) / 100.0
         else:
             d = distance(locs[:, 1:], locs[:, :1])
-            prize = (1 + (d / d.max(dim=1, keepdim=True).values * 99).int()) / 100.0
+            prize = (1 + (d / d.amax(dim=1, keepdim=True) * 99).int()) / 100.0
         prize = torch.cat([torch.zeros(batch_size, 1, device=dev), prize.float()], dim=1)
         length = torch.full((batch_size,), max_length(n), device=dev)
         return OPInstance(locs=locs, prize=prize, max_length=length)
