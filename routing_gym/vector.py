@@ -188,8 +188,8 @@ def renew(state, rows: Tensor, pool, pool_next: Tensor):
 def renew_on_host(state, index: Tensor, pool, pool_next: Tensor):
     """:func:`renew`'s new state, made by index where the host may be read (the CPU): the reset rows ``index``
     (k,) int64 (``rows.nonzero()``), then each state tensor copied with those k rows replaced by the pool's next
-    k, in place of a ``where`` over every row of every tensor (which, compiled to inductor's scalar loops on the
-    CPU, costs more than the copy: OP-50 at B = 1024 with 85 resets, 205 µs compiled against 150 µs this way)."""
+    k, in place of a ``where`` over every row of every tensor (which, compiled on the CPU, costs more than the copy:
+    OP-50 at B = 1024 with 85 resets, 157 µs compiled, its loops vectorised by gcc, against 100 µs this way)."""
     start = int(pool_next)
     pool_next += len(index)
     return replace_rows(state, index, slice_rows(pool, start, start + len(index)))

@@ -701,14 +701,16 @@ def compiled_for_layout(fn: Callable, problem, *args, **static) -> Callable:
     (:func:`fixed_layout_step`) and the vector env's on the CPU run.
 
     Traced once (``make_fx`` with fake tensors, so a branch on a tensor's value fails the trace rather than being
-    baked in; functionalised, so an in-place update of an argument stays a write into it) and compiled by
-    inductor (scalar loops that gcc vectorises, :func:`scalar_loops_for_gcc`), then called without dynamo, whose
-    frame handling, guards and wrappers cost about 17 µs a call and more with many arguments
-    (``benchmarks/README.md``). Compiled once per
-    layout and shared by every caller; inductor's code asserts each argument's shape and strides on every call
-    (``AssertionError`` for another layout), so a caller reads the layout once (a state keeps it: see
-    :func:`row_major_state`) and keeps the function."""
-    import torch._inductor  # noqa: F401  (imported here: importing the compiler takes seconds)
+    baked in; functionalised, so an in-place update of an argument stays a write into it; decomposed as inductor
+    decomposes) and compiled by inductor (scalar loops that gcc vectorises, :func:`scalar_loops_for_gcc`), then
+    called without dynamo, whose frame handling, guards and wrappers cost about 17 µs a call and more with many
+    arguments (``benchmarks/README.md``). The graph goes to inductor's ``compile_fx_inner``, the entry below
+    AOTAutograd: the trace is already a functional ATen graph, and AOTAutograd's runtime wrappers cost 5-9 µs a
+    call of a B = 1024 step. Compiled once per layout and shared by every caller; inductor's code asserts each
+    argument's shape and strides on every call (``AssertionError`` for another layout), so a caller reads the
+    layout once (a state keeps it: see :func:`row_major_state`) and keeps the function."""
+    from torch._inductor.compile_fx import compile_fx_inner  # (imported here: importing the compiler takes seconds)
+    from torch._inductor.decomposition import select_decomp_table
     from torch.fx.experimental.proxy_tensor import make_fx
 
     layout = layout_of(args)
@@ -728,9 +730,9 @@ def compiled_for_layout(fn: Callable, problem, *args, **static) -> Callable:
         example = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t) for t in flat_args]
         with torch.inference_mode(), traced_for_compiler():
             graph = make_fx(torch.func.functionalize(flat_fn, remove="mutations"),
-                            tracing_mode="fake")(*example)
+                            decomposition_table=select_decomp_table(), tracing_mode="fake")(*example)
             with scalar_loops_for_gcc():
-                run = torch._inductor.compile(graph, example)
+                run = compile_fx_inner(graph, example)  # called with a list of the arguments, which it empties
         build = builder(out_spec[-1])
 
         def made(called_problem, *args, **called_static):
@@ -739,7 +741,7 @@ def compiled_for_layout(fn: Callable, problem, *args, **static) -> Callable:
                                  f"{getattr(called_problem, 'name', called_problem)} with {called_static}")
             flat: list[Tensor] = []
             flatten(args, flat)
-            return build(iter(run(*flat)).__next__)
+            return build(iter(run(flat)).__next__)
 
         _for_layout[key] = made
     return made
