@@ -223,3 +223,21 @@ def test_masks__converted_not_viewed_in_a_graph_traced_for_the_compiler():
     views = lambda g: [n for n in g.graph.nodes if n.target == torch.ops.aten.view.dtype]  # noqa: E731
     assert views(eager) and not views(traced)
     assert torch.equal(traced(m), fn(m)) and fn(m).tolist() == [[1, 0, 0, 1]]
+
+
+def test_scalar_loops_for_gcc__lets_gcc_vectorise_within_only():
+    """The compiled CPU step's speed rests on gcc vectorising inductor's scalar loops: within the context the
+    command drops ``-fno-tree-loop-vectorize`` and ``-fmath-errno``; outside it is inductor's own again."""
+    from torch._inductor import cpp_builder
+
+    from routing_gym.problems.base import scalar_loops_for_gcc
+
+    compiler = cpp_builder.get_cpp_compiler()
+    before, _ = cpp_builder._get_optimization_cflags(compiler)
+    with scalar_loops_for_gcc():
+        within, _ = cpp_builder._get_optimization_cflags(compiler)
+        assert torch._inductor.config.cpp.simdlen == 1
+    after, _ = cpp_builder._get_optimization_cflags(compiler)
+    assert "fno-tree-loop-vectorize" not in within and "fmath-errno" not in within and "fno-math-errno" in within
+    assert after == before
+    assert set(before) - {"fno-tree-loop-vectorize", "fmath-errno"} <= set(within)

@@ -181,3 +181,13 @@ def test_docs__problem_tables_are_the_generated_ones(doc):
 def test_docs__every_registered_problem_is_in_the_tables():
     table = TABLES["problems"]()
     assert all(f"| {p.label} |" in table for p in routing_gym.PROBLEMS.values())
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if PROBLEMS[n].left_out_cost(
+    PROBLEMS[n].reset(PROBLEMS[n].generate(1, PROBLEMS[n].valid_num_nodes(4)))) is not None])
+def test_left_out_cost__is_the_penalties_of_the_unvisited_nodes(name):
+    """Kept in the state (the total less the penalties visited), it stays the sum over the unvisited nodes."""
+    problem = PROBLEMS[name]
+    for _, nxt, _ in random_episodes(problem, problem.valid_num_nodes(20), batch=32):
+        unvisited = (nxt.instance.penalty * ~flags(nxt.visited)).sum(dim=1)
+        torch.testing.assert_close(problem.left_out_cost(nxt), unvisited, rtol=0, atol=1e-5)
