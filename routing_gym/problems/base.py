@@ -679,9 +679,9 @@ def scalar_loops_for_gcc() -> Iterator[None]:
     made = getattr(cpp_builder, "_get_optimization_cflags", None)
 
     def vectorisable(*args, **kwargs):
-        cflags, ldflags = made(*args, **kwargs)
-        dropped = {"fno-tree-loop-vectorize", "fmath-errno"}
-        return [f for f in cflags if f not in dropped] + ["fno-math-errno"], ldflags
+        cflags, ldflags = made(*args, **kwargs)  # (gcc's flags where inductor calls gcc, others elsewhere)
+        swapped = {"fno-tree-loop-vectorize": None, "fmath-errno": "fno-math-errno"}
+        return [swapped.get(f, f) for f in cflags if swapped.get(f, f) is not None], ldflags
 
     with torch._inductor.config.patch({"cpp.simdlen": 1}):
         if made is None:
