@@ -670,7 +670,7 @@ def scalar_loops_for_gcc() -> Iterator[None]:
     ``-fmath-errno``, which keeps a loop holding a square root scalar (errno is set by none of our code's square
     roots, of sums of squares). gcc vectorises without reassociating float operations (no ``-fassociative-math``),
     so the results are the scalar loops'.
-    The flag is dropped where inductor builds its compile command (``torch._inductor.cpp_builder``, read on the
+    The flags are changed where inductor builds its compile command (``torch._inductor.cpp_builder``, read on the
     calling process: the command is part of the cache key); where a torch version builds it elsewhere, the loops
     stay scalar (slower, not different)."""
     import torch._inductor.config
