@@ -183,10 +183,10 @@ def test_docs__every_registered_problem_is_in_the_tables():
     assert all(f"| {p.label} |" in table for p in routing_gym.PROBLEMS.values())
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if PROBLEMS[n].left_out_cost(
-    PROBLEMS[n].reset(PROBLEMS[n].generate(1, PROBLEMS[n].valid_num_nodes(4)))) is not None])
+@pytest.mark.parametrize("name", ["pctsp", "spctsp"])
 def test_left_out_cost__is_the_penalties_of_the_unvisited_nodes(name):
-    """Kept in the state (the total less the penalties visited), it stays the sum over the unvisited nodes."""
+    """PCTSP's left-out cost, kept in the state (the total less the penalties visited), stays the sum of the
+    penalties over the unvisited nodes."""
     problem = PROBLEMS[name]
     for _, nxt, _ in random_episodes(problem, problem.valid_num_nodes(20), batch=32):
         unvisited = (nxt.instance.penalty * ~flags(nxt.visited)).sum(dim=1)
