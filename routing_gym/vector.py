@@ -20,7 +20,8 @@ from torch import Tensor
 from .common import (INVALID_ACTION_MODES, check_choice, check_compile, check_render_size, check_seed, observation_space,
                      resolve_num_nodes, seeded_generator, sized_classes)
 from .problems import PROBLEMS, step
-from .problems.base import compiled, compiled_for_layout, finish, is_allowed, native_array, row_major_state
+from .problems.base import (compiled, compiled_for_layout, finish, is_allowed, native_array, rebuild, row_major_state,
+                            tensors_of)
 from .problems.masks import flags, for_compiler
 from .render import frame_size
 
@@ -195,6 +196,43 @@ def renew_on_host(state, index: Tensor, pool, pool_next: Tensor):
     return replace_rows(state, index, slice_rows(pool, start, start + len(index)))
 
 
+def renew_rows(problem, state, rows: Tensor, pool, pool_next: Tensor, returns: Tensor, elapsed: Tensor, tours: Tensor,
+               ended_invalid: Tensor, *, size: int, shared: tuple[bool, ...]):
+    """The automatic resets of the sub-envs flagged in ``rows`` (B,) bool, at most ``size`` of them, in a form
+    compiled once for the CPU (shapes fixed: :meth:`RoutingVectorEnv._renew_in_place`): their rows of the state
+    take the ``pool``'s next rows from ``pool_next`` (advanced in place) and their records start afresh
+    (:func:`clear_records`, in place), the list of reset rows padded to ``size`` by repeating its last (a row
+    written twice with the same values). The state's tensors flagged in ``shared`` (one bool per tensor, in field
+    order: those that something given out holds, :func:`shared_tensors`) come as new tensors; the others are
+    written in place. Returns ``(state, observation)``."""
+    index = torch.nonzero_static(rows, size=size, fill_value=-1).squeeze(1)
+    index = torch.where(index < 0, index.amax(), index)
+    count = rows.sum()
+    take = pool_next + torch.arange(size, device=rows.device).clamp(max=count - 1)
+    pool_next += count
+    fields = []
+    for s, p, copy in zip(tensors_of(state), tensors_of(pool), shared):
+        new = p.index_select(0, take)
+        fields.append(s.index_put((index,), new) if copy else s.index_put_((index,), new))
+    clear_records(index, returns, elapsed, tours, ended_invalid)
+    state = rebuild(state, fields)
+    return state, observation(problem, state)
+
+
+def shared_tensors(state, *given) -> tuple[bool, ...]:
+    """For each tensor of ``state`` in field order: does it share memory with a tensor of ``given`` (states,
+    observations) or with an earlier tensor of the state? Those a renewal copies rather than writes in place
+    (:func:`renew_rows`), so that what was given out (the last observation holds the previous state's
+    tensors) does not change."""
+    seen = {t.untyped_storage().data_ptr() for t in tensors_of(given)}
+    flags = []
+    for t in tensors_of(state):
+        ptr = t.untyped_storage().data_ptr()
+        flags.append(ptr in seen)
+        seen.add(ptr)
+    return tuple(flags)
+
+
 def renewal(problem, state, rows: Tensor, returns: Tensor, elapsed: Tensor, tours: Tensor, ended_invalid: Tensor,
             pool, pool_next: Tensor, *, mode: str, on_host: bool = False):
     """The automatic resets of the sub-envs flagged in ``rows`` (B,) bool: their last observation
@@ -351,7 +389,30 @@ class RoutingVectorEnv(VectorEnv):
             fn = compiled_for_layout(advance, self.problem, self.state, actions, self._needs_reset, self._return,
                                      self._elapsed, self._tours, self._invalid, mode=self.autoreset_mode.value,
                                      max_episode_steps=self.max_episode_steps)
+            self._write = {}  # made for this state's layout at the first renewal
+            return functools.partial(advance_and_renew, parts=(fn, self._renew_in_place))
         return functools.partial(advance_and_renew, parts=(fn, renewal))
+
+    def _renew_in_place(self, problem, state, rows: Tensor, returns: Tensor, elapsed: Tensor, tours: Tensor,
+                        ended_invalid: Tensor, pool, pool_next: Tensor, *, mode: str, on_host: bool):
+        """:func:`renewal` as the CPU's compiled step makes it, where at most K = B / 8 (rounded up) sub-envs reset:
+        :func:`renew_rows` compiled once for the layout, which writes in place into the step's new state, except
+        the tensors that the previous state (:attr:`state`, which the last observation holds) or the last
+        observation share (:func:`shared_tensors`), which it copies. More resets take :func:`renewal`."""
+        size = -(-self.num_envs // 8)
+        if int(rows.sum()) > size:
+            return renewal(problem, state, rows, returns, elapsed, tours, ended_invalid, pool, pool_next, mode=mode,
+                           on_host=on_host)
+        last = observation(problem, state) if mode == AutoresetMode.SAME_STEP.value else None
+        shared = shared_tensors(state, self.state, last)
+        write = self._write.get(shared)
+        if write is None:
+            write = self._write[shared] = compiled_for_layout(renew_rows, problem, state, rows, pool, pool_next,
+                                                              returns, elapsed, tours, ended_invalid, size=size,
+                                                              shared=shared)
+        state, obs = write(problem, state, rows, pool, pool_next, returns, elapsed, tours, ended_invalid, size=size,
+                           shared=shared)
+        return state, last, obs
 
     def _allocate(self) -> None:
         """The records the env keeps per sub-env on the device, the generator of automatic resets and
@@ -368,6 +429,7 @@ class RoutingVectorEnv(VectorEnv):
         # sub-envs that record nothing in a step
         self._tours = torch.full((b, self.problem.max_steps(self.n_total) + 1), -1, dtype=torch.long, device=dev)
         self._viewer = None
+        self._write = {}  # the CPU's compiled renewals by shared tensors (:meth:`_renew_in_place`)
         self._pool = None  # fresh states for automatic resets (:meth:`_refill`), taken in order from _pool_next
         self._pool_next = torch.zeros((), dtype=torch.long, device=dev)
         self._autoreset_steps = 0
@@ -386,7 +448,7 @@ class RoutingVectorEnv(VectorEnv):
         elif instances is None:
             instances = self.problem.generate(count, self.num_nodes, generator=self._generator, **self._variant)
         if pool and self.compile and self.device.type == "cpu":
-            return compiled_for_layout(reset_states, self.problem, instances)(self.problem, instances)
+            return row_major_state(compiled_for_layout(reset_states, self.problem, instances)(self.problem, instances))
         return self.problem.reset(instances)
 
     def _user_instances(self, data):
@@ -617,7 +679,7 @@ class RoutingVectorEnv(VectorEnv):
     def __getstate__(self):
         """Pickled without the compiled step and the frame renderer (made anew when unpickled); the
         generator of automatic resets as its state."""
-        return {**self.__dict__, "_advance": None, "_viewer": None, "_generator": self._generator.get_state()}
+        return {**self.__dict__, "_advance": None, "_write": {}, "_viewer": None, "_generator": self._generator.get_state()}
 
     def __setstate__(self, state):
         self.__dict__.update(state)

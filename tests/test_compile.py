@@ -170,6 +170,29 @@ def test_vector_env__compiled_step_steps_as_eager(name, mode):
     steps_alike(name, mode)
 
 
+@pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
+def test_vector_env__compiled_resets_leave_what_was_given_out_as_it_was(mode):
+    """The CPU's compiled automatic resets write the reset rows in place, into tensors the step made anew only:
+    an observation, and SameStep's last observations, keep their values through later steps (checked against
+    copies taken when they were returned), with resets few enough for the compiled renewal (at most B / 8 per
+    step) and more."""
+    env = gym.make_vec("routing/OP-v0", num_envs=16, num_nodes=8, vectorization_mode="vector_entry_point",
+                       array_type="torch", autoreset_mode=mode, compile=True)
+    obs = env.reset(seed=3)[0]
+    given, copies, resets = [], [], []
+    g = torch.Generator().manual_seed(0)
+    for t in range(40):
+        given += [obs] + ([info["final_obs"]] if t and mode == "SameStep" else [])
+        copies += [{k: v.clone() for k, v in o.items()} for o in given[len(copies):]]
+        obs, _, terminated, truncated, info = env.step(
+            torch.multinomial(obs["action_mask"].float() + 1e-3 * (t % 5 == 0), 1, generator=g).squeeze(1))
+        resets.append(int((terminated | truncated).sum()))
+    for i, (o, c) in enumerate(zip(given, copies)):
+        for k in o:
+            assert torch.equal(o[k], c[k]), f"observation {i}[{k!r}] changed by later steps"
+    assert 0 < min(r for r in resets if r) <= 2 < max(resets), resets  # both renewals met (K = 2 rows)
+
+
 @pytest.mark.parametrize("name,mode", [("tsp", "NextStep"), ("cvrp", "SameStep"),
                                        pytest.param("op", "NextStep", marks=pytest.mark.slow)])
 def test_vector_env__one_compiled_pass_off_the_cpu_steps_as_eager(name, mode):
