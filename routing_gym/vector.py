@@ -220,10 +220,10 @@ def renew_rows(problem, state, rows: Tensor, pool, pool_next: Tensor, returns: T
 
 
 def shared_tensors(state, *given) -> tuple[bool, ...]:
-    """For each tensor of ``state`` in field order: does it share memory with a tensor of ``given`` (states,
-    observations) or with an earlier tensor of the state? Those a renewal copies rather than writes in place
-    (:func:`renew_rows`), so that what was given out (the last observation holds the previous state's
-    tensors) does not change."""
+    """For each tensor of ``state`` in field order: does it share memory with a tensor of ``given`` (observations
+    given out) or with an earlier tensor of the state? Those a renewal copies rather than writes in place
+    (:func:`renew_rows`), so that what was given out does not change (an observation holds the state's tensors,
+    not copies)."""
     seen = {t.untyped_storage().data_ptr() for t in tensors_of(given)}
     flags = []
     for t in tensors_of(state):
@@ -396,15 +396,15 @@ class RoutingVectorEnv(VectorEnv):
     def _renew_in_place(self, problem, state, rows: Tensor, returns: Tensor, elapsed: Tensor, tours: Tensor,
                         ended_invalid: Tensor, pool, pool_next: Tensor, *, mode: str, on_host: bool):
         """:func:`renewal` as the CPU's compiled step makes it, where at most K = B / 8 (rounded up) sub-envs reset:
-        :func:`renew_rows` compiled once for the layout, which writes in place into the step's new state, except
-        the tensors that the previous state (:attr:`state`, which the last observation holds) or the last
-        observation share (:func:`shared_tensors`), which it copies. More resets take :func:`renewal`."""
+        :func:`renew_rows` compiled once for the layout, which writes in place into the step's state, except the
+        tensors that the observation last given out or this step's last observation (``SAME_STEP``) hold
+        (:func:`shared_tensors`), which it copies. More resets take :func:`renewal`."""
         size = -(-self.num_envs // 8)
         if int(rows.sum()) > size:
             return renewal(problem, state, rows, returns, elapsed, tours, ended_invalid, pool, pool_next, mode=mode,
                            on_host=on_host)
         last = observation(problem, state) if mode == AutoresetMode.SAME_STEP.value else None
-        shared = shared_tensors(state, self.state, last)
+        shared = shared_tensors(state, self._given, last)
         write = self._write.get(shared)
         if write is None:
             write = self._write[shared] = compiled_for_layout(renew_rows, problem, state, rows, pool, pool_next,
@@ -430,6 +430,7 @@ class RoutingVectorEnv(VectorEnv):
         self._tours = torch.full((b, self.problem.max_steps(self.n_total) + 1), -1, dtype=torch.long, device=dev)
         self._viewer = None
         self._write = {}  # the CPU's compiled renewals by shared tensors (:meth:`_renew_in_place`)
+        self._given = None  # the observation last given out (:meth:`_observation`)
         self._pool = None  # fresh states for automatic resets (:meth:`_refill`), taken in order from _pool_next
         self._pool_next = torch.zeros((), dtype=torch.long, device=dev)
         self._autoreset_steps = 0
@@ -563,15 +564,17 @@ class RoutingVectorEnv(VectorEnv):
 
     def _refill(self) -> None:
         """Keep fresh states ready for this step's automatic resets (at most B). Reading the host (the CPU,
-        or numpy mode), a pool of 4 B states is generated anew when fewer than B are left (one batched
-        generate + reset per 3 B resets or more); without reading it, a pool of B states is generated anew
-        every second step (``NEXT_STEP``: a sub-env resets at most once in two steps) or every step
-        (``SAME_STEP``), so that no state is used twice."""
+        or numpy mode), a pool of 4 B states is generated anew when fewer are left than this step may take
+        (``NEXT_STEP``: the sub-envs that reset in it, so that few of the pool's states go unused; ``SAME_STEP``:
+        B); without reading it, a pool of B states is generated anew every second step (``NEXT_STEP``: a sub-env
+        resets at most once in two steps) or every step (``SAME_STEP``), so that no state is used twice."""
         if self.autoreset_mode == AutoresetMode.DISABLED:
             return
         if self._reads_host:
             size = 4 * self.num_envs
-            if self._pool is not None and int(self._pool_next) + self.num_envs <= size:
+            left = size - int(self._pool_next)
+            if self._pool is not None and (left >= self.num_envs or self.autoreset_mode == AutoresetMode.NEXT_STEP
+                                           and left >= int(self._needs_reset.sum())):
                 return
         else:
             size = self.num_envs
@@ -628,6 +631,7 @@ class RoutingVectorEnv(VectorEnv):
         """The observation as the spaces declare it (``action_mask`` int8), tensors or numpy copies: ``obs``
         where the compiled step computed it, else the state's."""
         obs = observation(self.problem, self.state) if obs is None else obs
+        self._given = obs  # the tensors the CPU's compiled renewal must not write (:meth:`_renew_in_place`)
         if self.array_type == "torch":
             return obs
         return {key: value.cpu().numpy().copy() for key, value in obs.items()}
@@ -679,7 +683,8 @@ class RoutingVectorEnv(VectorEnv):
     def __getstate__(self):
         """Pickled without the compiled step and the frame renderer (made anew when unpickled); the
         generator of automatic resets as its state."""
-        return {**self.__dict__, "_advance": None, "_write": {}, "_viewer": None, "_generator": self._generator.get_state()}
+        return {**self.__dict__, "_advance": None, "_write": {}, "_given": None, "_viewer": None,
+                "_generator": self._generator.get_state()}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
