@@ -219,6 +219,24 @@ def renew_rows(problem, state, rows: Tensor, pool, pool_next: Tensor, returns: T
     return state, observation(problem, state)
 
 
+def advance_and_renew_rows(problem, prev, actions: Tensor, resetting: Tensor, returns: Tensor, elapsed: Tensor,
+                           tours: Tensor, ended_invalid: Tensor, pool, pool_next: Tensor, *, mode: str,
+                           max_episode_steps: int | None, size: int, shared: tuple[bool, ...]):
+    """:func:`advance_and_renew` in ``NEXT_STEP`` mode where 1 to ``size`` sub-envs reset (``resetting``, known
+    before the step), as one function for the CPU's compiler (:meth:`RoutingVectorEnv._advance_on_cpu`):
+    :func:`advance`, then :func:`renew_rows` of those rows. The rows are written into the tensors the step made,
+    and into those it passes through unchanged, except those flagged in ``shared`` (one bool per tensor of ``prev``,
+    :func:`shared_tensors`: held by the observation given out), which come as copies. Returns
+    :func:`advance_and_renew`'s values."""
+    state, reward, terminated, truncated, final, infos, _ = advance(
+        problem, prev, actions, resetting, returns, elapsed, tours, ended_invalid, mode=mode,
+        max_episode_steps=max_episode_steps)
+    copy = tuple(held and new is old for held, new, old in zip(shared, tensors_of(state), tensors_of(prev)))
+    state, obs = renew_rows(problem, state, resetting, pool, pool_next, returns, elapsed, tours, ended_invalid,
+                            size=size, shared=copy)
+    return state, reward, terminated, truncated, final, infos, None, obs
+
+
 def shared_tensors(state, *given) -> tuple[bool, ...]:
     """For each tensor of ``state`` in field order: does it share memory with a tensor of ``given`` (observations
     given out) or with an earlier tensor of the state? Those a renewal copies rather than writes in place
@@ -391,9 +409,39 @@ class RoutingVectorEnv(VectorEnv):
             fn = compiled_for_layout(advance, self.problem, self.state, actions, self._needs_reset, self._return,
                                      self._elapsed, self._tours, self._invalid, mode=self.autoreset_mode.value,
                                      max_episode_steps=self.max_episode_steps)
-            self._write = {}  # made for this state's layout at the first renewal
-            return functools.partial(advance_and_renew, parts=(fn, self._renew_in_place))
+            self._advance_fn, self._fused, self._write = fn, {}, {}  # the last two made at the first renewal
+            return self._advance_on_cpu
         return functools.partial(advance_and_renew, parts=(fn, renewal))
+
+    def _advance_on_cpu(self, problem, prev, actions: Tensor, resetting: Tensor, returns: Tensor, elapsed: Tensor,
+                        tours: Tensor, ended_invalid: Tensor, pool, pool_next: Tensor, *, mode: str,
+                        max_episode_steps: int | None, on_host: bool):
+        """:func:`advance_and_renew` as the CPU's compiled step makes it. In ``NEXT_STEP`` mode, where 1 to K = B / 8
+        (rounded up) sub-envs reset, one function compiled for the layout, :func:`advance_and_renew_rows` (inductor
+        told to store every value read more than once rather than recompute it where read: fused, it recomputed the
+        step's ``done`` for every node of the mask, ``benchmarks/README.md``). Otherwise :func:`advance` compiled, then
+        where sub-envs reset :meth:`_renew_in_place` (``SAME_STEP``'s resets are known only after the step)."""
+        size = -(-self.num_envs // 8)
+        resets = int(resetting.sum()) if mode == AutoresetMode.NEXT_STEP.value else None
+        if resets == 0:  # nothing to renew (read once here, not again by advance_and_renew)
+            state, reward, terminated, truncated, final, infos, obs = self._advance_fn(
+                problem, prev, actions, resetting, returns, elapsed, tours, ended_invalid, mode=mode,
+                max_episode_steps=max_episode_steps)
+            return state, reward, terminated, truncated, final, infos, None, obs
+        if resets is None or resets > size:
+            return advance_and_renew(problem, prev, actions, resetting, returns, elapsed, tours, ended_invalid, pool,
+                                     pool_next, mode=mode, max_episode_steps=max_episode_steps, on_host=on_host,
+                                     parts=(self._advance_fn, self._renew_in_place))
+        shared = shared_tensors(prev, self._given)
+        fused = self._fused.get(shared)
+        if fused is None:
+            import torch._inductor.config  # (loaded already: advance was compiled)
+            with torch._inductor.config.patch(realize_reads_threshold=1):
+                fused = self._fused[shared] = compiled_for_layout(
+                    advance_and_renew_rows, problem, prev, actions, resetting, returns, elapsed, tours, ended_invalid,
+                    pool, pool_next, mode=mode, max_episode_steps=max_episode_steps, size=size, shared=shared)
+        return fused(problem, prev, actions, resetting, returns, elapsed, tours, ended_invalid, pool, pool_next,
+                     mode=mode, max_episode_steps=max_episode_steps, size=size, shared=shared)
 
     def _renew_in_place(self, problem, state, rows: Tensor, returns: Tensor, elapsed: Tensor, tours: Tensor,
                         ended_invalid: Tensor, pool, pool_next: Tensor, *, mode: str, on_host: bool):
@@ -431,7 +479,8 @@ class RoutingVectorEnv(VectorEnv):
         # sub-envs that record nothing in a step
         self._tours = torch.full((b, self.problem.max_steps(self.n_total) + 1), -1, dtype=torch.long, device=dev)
         self._viewer = None
-        self._write = {}  # the CPU's compiled renewals by shared tensors (:meth:`_renew_in_place`)
+        # the CPU's compiled step (:meth:`_stepper`): advance, and steps with renewals by shared tensors
+        self._advance_fn, self._fused, self._write = None, {}, {}
         self._given = None  # the observation last given out (:meth:`_observation`)
         self._pool = None  # fresh states for automatic resets (:meth:`_refill`), taken in order from _pool_next
         self._pool_next = torch.zeros((), dtype=torch.long, device=dev)
@@ -685,8 +734,8 @@ class RoutingVectorEnv(VectorEnv):
     def __getstate__(self):
         """Pickled without the compiled step and the frame renderer (made anew when unpickled); the
         generator of automatic resets as its state."""
-        return {**self.__dict__, "_advance": None, "_write": {}, "_given": None, "_viewer": None,
-                "_generator": self._generator.get_state()}
+        return {**self.__dict__, "_advance": None, "_advance_fn": None, "_fused": {}, "_write": {}, "_given": None,
+                "_viewer": None, "_generator": self._generator.get_state()}
 
     def __setstate__(self, state):
         self.__dict__.update(state)

@@ -46,8 +46,8 @@ def test_vector_env__compiled_steps_as_eager(mode):
         for name, x, y in zip(("obs", "reward", "terminated", "truncated", "info"), out[0], out[1]):
             assert_same(x, y, f"step {t} {name}")
         obs = [o[0] for o in out]
-    compiled_advance = envs[1].unwrapped._advance.keywords["parts"][0]  # on the CPU: compiled for the layout
-    assert compiled_advance is not advance
+    compiled_advance = envs[1].unwrapped._advance_fn  # on the CPU: compiled for the layout
+    assert compiled_advance is not None and compiled_advance is not advance
 
 
 def test_compile__must_be_a_bool():
