@@ -339,7 +339,8 @@ class RoutingVectorEnv(VectorEnv):
         render_size: ``(width, height)`` of the frames, integers from 64 to 8192 pixels, default ``(600, 600)``.
         compile: ``True`` steps compiled (:meth:`_stepper`): on the CPU :func:`advance` compiled by inductor for
             the layout of the state and records at each reset, and in steps that reset the renewal of those rows
-            (compiled too where they are at most B / 8: :meth:`_renew_in_place`);
+            (where they are at most B / 8, compiled too, with the step in ``NEXT_STEP`` mode:
+            :meth:`_advance_on_cpu`);
             elsewhere :func:`advance_and_renew` compiled by ``torch.compile``, whose first step of a shape
             compiles. Results equal the eager step's up to float rounding; needs torch 2.13 or newer, else
             ``RuntimeError``. Default ``False``.
@@ -390,12 +391,13 @@ class RoutingVectorEnv(VectorEnv):
         """:func:`advance_and_renew`, and with ``compile`` its compiled form. Off the CPU (no host reads) the
         whole step compiled as one function, which renews every step (no-op rows included) and never
         synchronises. Where a step may read the host (:attr:`_reads_host`), :func:`advance` compiled, then, in
-        the steps where a sub-env resets, the renewal by index (:func:`renew_on_host`: a copy of each state
-        tensor with the reset rows replaced; on the CPU, for at most B / 8 resets, :meth:`_renew_in_place`),
-        which on the CPU costs less than the compiled ``where`` over every row (``benchmarks/README.md``, "One
-        thread for every contender"). On the CPU :func:`advance` is compiled
-        for the layout of the state and the records (:func:`~routing_gym.problems.base.compiled_for_layout`,
-        called without dynamo), so it is made at each reset (None before the first; compiled once per layout)."""
+        the steps where a sub-env resets, the renewal of those rows only, which on the CPU costs less than the
+        compiled ``where`` over every row (``benchmarks/README.md``, "One thread for every contender"): by index
+        (:func:`renew_on_host`: a copy of each state tensor with the reset rows replaced), and on the CPU, for at
+        most B / 8 resets, compiled (:meth:`_advance_on_cpu`). On the CPU the functions are compiled for the
+        layout of the state and the records (:func:`~routing_gym.problems.base.compiled_for_layout`, called
+        without dynamo), so :func:`advance` is made at each reset (None before the first; compiled once per
+        layout), the renewals at the first step that needs them."""
         if not self.compile:
             return advance_and_renew
         if not self._reads_host:
