@@ -423,17 +423,18 @@ class RoutingVectorEnv(VectorEnv):
         told to store every value read more than once rather than recompute it where read: fused, it recomputed the
         step's ``done`` for every node of the mask, ``benchmarks/README.md``). Otherwise :func:`advance` compiled, then
         where sub-envs reset :meth:`_renew_in_place` (``SAME_STEP``'s resets are known only after the step)."""
-        size = -(-self.num_envs // 8)
+        size = self._renewal_rows
         resets = int(resetting.sum()) if mode == AutoresetMode.NEXT_STEP.value else None
         if resets == 0:  # nothing to renew (read once here, not again by advance_and_renew)
             state, reward, terminated, truncated, final, infos, obs = self._advance_fn(
                 problem, prev, actions, resetting, returns, elapsed, tours, ended_invalid, mode=mode,
                 max_episode_steps=max_episode_steps)
             return state, reward, terminated, truncated, final, infos, None, obs
-        if resets is None or resets > size:
+        if resets is None or resets > size:  # SAME_STEP's resets, counted after the step; or more than K, by index
+            renew = self._renew_in_place if resets is None else renewal
             return advance_and_renew(problem, prev, actions, resetting, returns, elapsed, tours, ended_invalid, pool,
                                      pool_next, mode=mode, max_episode_steps=max_episode_steps, on_host=on_host,
-                                     parts=(self._advance_fn, self._renew_in_place))
+                                     parts=(self._advance_fn, renew))
         shared = shared_tensors(prev, self._given)
         fused = self._fused.get(shared)
         if fused is None:
@@ -451,7 +452,7 @@ class RoutingVectorEnv(VectorEnv):
         :func:`renew_rows` compiled once for the layout, which writes in place into the step's state, except the
         tensors that the observation last given out or this step's last observation (``SAME_STEP``) hold
         (:func:`shared_tensors`), which it copies. More resets take :func:`renewal`."""
-        size = -(-self.num_envs // 8)
+        size = self._renewal_rows
         if int(rows.sum()) > size:
             return renewal(problem, state, rows, returns, elapsed, tours, ended_invalid, pool, pool_next, mode=mode,
                            on_host=on_host)
@@ -483,6 +484,7 @@ class RoutingVectorEnv(VectorEnv):
         self._viewer = None
         # the CPU's compiled step (:meth:`_stepper`): advance, and steps with renewals by shared tensors
         self._advance_fn, self._fused, self._write = None, {}, {}
+        self._renewal_rows = -(-b // 8)  # K: the most resets in a step that the CPU's compiled renewal takes
         self._given = None  # the observation last given out (:meth:`_observation`)
         self._pool = None  # fresh states for automatic resets (:meth:`_refill`), taken in order from _pool_next
         self._pool_next = torch.zeros((), dtype=torch.long, device=dev)
