@@ -214,7 +214,8 @@ def renew_rows(problem, state, rows: Tensor, pool, pool_next: Tensor, returns: T
     for s, p, copy in zip(tensors_of(state), tensors_of(pool), shared):
         new = p.index_select(0, take)
         fields.append(s.index_put((index,), new) if copy else s.index_put_((index,), new))
-    clear_records(index, returns, elapsed, tours, ended_invalid)
+    clear_records(rows, returns, elapsed, tours, ended_invalid)  # (flagged: compiled, a pass over every row that
+    # leaves the others unread costs less than a fill of K listed rows, whose bounds checks keep it scalar)
     state = rebuild(state, fields)
     return state, observation(problem, state)
 
@@ -237,12 +238,12 @@ def advance_and_renew_rows(problem, prev, actions: Tensor, resetting: Tensor, re
     return state, reward, terminated, truncated, final, infos, None, obs
 
 
-def shared_tensors(state, *given) -> tuple[bool, ...]:
+def shared_tensors(state, *given: dict[str, Tensor] | None) -> tuple[bool, ...]:
     """For each tensor of ``state`` in field order: does it share memory with a tensor of ``given`` (observations
-    given out) or with an earlier tensor of the state? Those a renewal copies rather than writes in place
+    given out, or None) or with an earlier tensor of the state? Those a renewal copies rather than writes in place
     (:func:`renew_rows`), so that what was given out does not change (an observation holds the state's tensors,
     not copies)."""
-    seen = {t.untyped_storage().data_ptr() for t in tensors_of(given)}
+    seen = {t.untyped_storage().data_ptr() for obs in given if obs is not None for t in obs.values()}
     flags = []
     for t in tensors_of(state):
         ptr = t.untyped_storage().data_ptr()

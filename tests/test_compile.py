@@ -105,8 +105,15 @@ def test_single_env__one_compiled_step_per_layout():
         new, reward, invalid = fn(env.problem, new, torch.tensor([4]))
     assert new.first.tolist() == [2] and new.current.tolist() == [4]
     assert reward.item() == pytest.approx(-torch.dist(state.instance.locs[0, 2], state.instance.locs[0, 4]).item())
-    with pytest.raises(AssertionError, match="expected size 6==5"):  # another layout is refused, never misread
+    # another layout is refused, never misread: a shape, strides or a dtype
+    with pytest.raises(ValueError, match=r"tensor 5 has shape torch.Size\(\[1, 6\]\) \(compiled for torch.Size"):
         fn(env.problem, new._replace(visited=torch.zeros(1, 6, dtype=torch.int8)), torch.tensor([1]))
+    with pytest.raises(ValueError, match=r"tensor 5 has strides \(1, 1\) \(compiled for \(5, 1\)\)"):
+        fn(env.problem, new._replace(visited=torch.zeros(5, 1, dtype=torch.int8).t()), torch.tensor([1]))
+    with pytest.raises(ValueError, match="tensor 5 has dtype torch.bool"):
+        fn(env.problem, new._replace(visited=torch.zeros(1, 5, dtype=torch.bool)), torch.tensor([1]))
+    with pytest.raises(ValueError, match="another structure"):
+        fn(env.problem, new.instance, torch.tensor([1]))
     with pytest.raises(ValueError, match="compiled for tsp"):  # nor is another problem's state run through it
         fn(routing_gym.get_problem("atsp"), new, torch.tensor([1]))
     bigger = gym.make("routing/TSP-v0", num_nodes=6, compile=True).unwrapped

@@ -655,8 +655,18 @@ def row_major(t: Tensor) -> Tensor:
 
 
 def row_major_state(state):
-    """``state`` with every tensor row-major (:func:`row_major`): the layout a compiled step's outputs have."""
-    return rebuild(state, [row_major(t) for t in tensors_of(state)])
+    """``state`` with every tensor row-major (:func:`row_major`): the layout a compiled step's outputs have; and
+    each tensor its own (a reset may give two fields one tensor of zeros: the second is copied), as a compiled
+    function's layout check expects (:func:`layout_guard`)."""
+    seen: set[int] = set()
+    tensors = []
+    for t in tensors_of(state):
+        t = row_major(t)
+        if t.untyped_storage().data_ptr() in seen:
+            t = t.clone()
+        seen.add(t.untyped_storage().data_ptr())
+        tensors.append(t)
+    return rebuild(state, tensors)
 
 
 _for_layout: dict[tuple, Callable] = {}
@@ -706,10 +716,12 @@ def compiled_for_layout(fn: Callable, problem, *args, **static) -> Callable:
     called without dynamo, whose frame handling, guards and wrappers cost about 17 µs a call and more with many
     arguments (``benchmarks/README.md``). The graph goes to inductor's ``compile_fx_inner``, the entry below
     AOTAutograd: the trace is already a functional ATen graph, and AOTAutograd's runtime wrappers cost 5-9 µs a
-    call of a B = 1024 step. Compiled once per layout and shared by every caller; inductor's code asserts each
-    argument's shape and strides on every call (``AssertionError`` for another layout), so a caller reads the
-    layout once (a state keeps it: see :func:`row_major_state`) and keeps the function."""
-    from torch._inductor.compile_fx import compile_fx_inner  # (imported here: importing the compiler takes seconds)
+    call of a B = 1024 step. Compiled once per layout and shared by every caller, so a caller reads the layout once
+    (a state keeps it: see :func:`row_major_state`) and keeps the function. Each call checks the layout of its
+    arguments (:func:`layout_guard`: one check of every tensor, in place of inductor's assert of each one's shape and
+    strides, 13 µs a call of a B = 1024 step with its renewal, 27 tensors)."""
+    from torch._inductor import config as inductor_config  # (imported here: importing the compiler takes seconds)
+    from torch._inductor.compile_fx import compile_fx_inner
     from torch._inductor.decomposition import select_decomp_table
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -728,10 +740,11 @@ def compiled_for_layout(fn: Callable, problem, *args, **static) -> Callable:
         # traced on copies of the same strides (clone() makes a sliced view contiguous): a reset's state may hold
         # one tensor in two fields (TSP's first and current node), which the trace would take as a rule of every state
         example = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t) for t in flat_args]
+        guard = layout_guard(example)  # (on the copies: the arguments' layout, none of them given twice)
         with torch.inference_mode(), traced_for_compiler():
             graph = make_fx(torch.func.functionalize(flat_fn, remove="mutations"),
                             decomposition_table=select_decomp_table(), tracing_mode="fake")(*example)
-            with scalar_loops_for_gcc():
+            with scalar_loops_for_gcc(), inductor_config.patch(size_asserts=guard is None):
                 run = compile_fx_inner(graph, example)  # called with a list of the arguments, which it empties
         build = builder(out_spec[-1])
 
@@ -741,10 +754,47 @@ def compiled_for_layout(fn: Callable, problem, *args, **static) -> Callable:
                                  f"{getattr(called_problem, 'name', called_problem)} with {called_static}")
             flat: list[Tensor] = []
             flatten(args, flat)
+            if guard is not None and not guard(flat) and layout_of(args) != layout:
+                raise ValueError(f"this step was compiled for other arguments: {layout_difference(layout, args)}")
             return build(iter(run(flat)).__next__)
 
         _for_layout[key] = made
     return made
+
+
+def layout_difference(layout: tuple, tree) -> str:
+    """Where the layout of ``tree`` differs from ``layout`` (:func:`layout_of`), in words."""
+    structure, leaves = layout_of(tree)
+    if structure != layout[0] or len(leaves) != len(layout[1]):
+        return "another structure of tensors"
+    for i, (want, got) in enumerate(zip(layout[1], leaves)):
+        if want != got:
+            names = ("shape", "strides", "dtype", "device")
+            return f"tensor {i} has " + ", ".join(f"{k} {b} (compiled for {a})" for k, a, b in zip(names, want, got)
+                                                   if a != b)
+    return "none"
+
+
+def layout_guard(tensors: list[Tensor]) -> Callable[[list[Tensor]], bool] | None:
+    """A check that a list of tensors has the layout of ``tensors`` (the same count, and each one's shape, strides,
+    dtype and device), as one call into C++: dynamo's ``TensorGuards``, about 2 µs for 27 tensors, where inductor's
+    assert of each tensor's shape and strides costs 0.5 µs a tensor. It may also say no where the layout is the same
+    (it checks the grad mode, ``requires_grad`` and that no tensor is given twice), so a caller that hears no
+    compares the layouts itself (:func:`layout_of`). None where this torch has no such check (then inductor's asserts
+    stay: :func:`compiled_for_layout`)."""
+    try:
+        from torch._C._dynamo.guards import TensorGuards
+        guards = TensorGuards(*tensors, dynamic_dims_sizes=[list(t.shape) for t in tensors],
+                              dynamic_dims_strides=[list(t.stride()) for t in tensors])
+    except (ImportError, TypeError, RuntimeError, SystemError):
+        return None
+    if not guards.check(*tensors):  # (not a check this torch makes as here)
+        return None
+    count = len(tensors)
+
+    def check(flat: list[Tensor]) -> bool:
+        return len(flat) == count and guards.check(*flat)
+    return check
 
 
 def fixed_layout_step(problem, state) -> tuple[Any, Callable]:

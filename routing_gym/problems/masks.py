@@ -98,11 +98,15 @@ def is_marked(mask: Tensor, index: Tensor) -> Tensor:
 
 
 def all_marked(mask: Tensor) -> Tensor:
-    """(B,) bool: is every node of row b of a (B, N) mask set? (counted, as :func:`any_marked`)"""
+    """(B,) bool: is every node of row b of a (B, N) mask set? (As :func:`any_marked`: compiled, a minimum.)"""
+    if for_compiler() and mask.shape[1]:
+        return mask.amin(dim=1) != 0
     return torch.count_nonzero(mask, dim=1) == mask.shape[1]
 
 
 def any_marked(condition: Tensor) -> Tensor:
     """(B,) bool: does row b of a (B, N) mask or bool condition hold a set node? (Counted: on the CPU,
     ``Tensor.any(dim=1)`` on bools is slower.)"""
+    if for_compiler() and condition.shape[1]:
+        return condition.to(MASK_DTYPE).amax(dim=1) != 0
     return torch.count_nonzero(condition, dim=1) > 0
