@@ -756,7 +756,9 @@ def compiled_for_layout(fn: Callable, problem, *args, **static) -> Callable:
     call of a B = 1024 step. Compiled once per layout and shared by every caller, so a caller reads the layout once
     (a state keeps it: see :func:`row_major_state`) and keeps the function. Each call checks the layout of its
     arguments (:func:`layout_guard`: one check of every tensor, in place of inductor's assert of each one's shape and
-    strides, 13 µs a call of a B = 1024 step with its renewal, 27 tensors)."""
+    strides, 13 µs a call of a B = 1024 step with its renewal, 27 tensors). The function's ``passthrough`` says which
+    of its output tensors are arguments returned as they came (for each output tensor in order, the index of that
+    argument tensor, else None)."""
     from torch._inductor import config as inductor_config  # (imported here: importing the compiler takes seconds)
     from torch._inductor.compile_fx import compile_fx_inner
     from torch._inductor.decomposition import select_decomp_table
@@ -767,11 +769,12 @@ def compiled_for_layout(fn: Callable, problem, *args, **static) -> Callable:
     made = _for_layout.get(key)
     if made is None:
         spec, flat_args = layout[0], tensors_of(args)
-        out_spec = []
+        out_spec, passed = [], []
 
         def flat_fn(*flat):
             leaves: list[Tensor] = []
             out_spec.append(flatten(fn(problem, *builder(spec)(flat), **static), leaves))
+            passed.append(tuple(next((i for i, arg in enumerate(flat) if arg is leaf), None) for leaf in leaves))
             return tuple(leaves)
 
         # traced on copies of the same strides (clone() makes a sliced view contiguous): a reset's state may hold
@@ -797,6 +800,7 @@ def compiled_for_layout(fn: Callable, problem, *args, **static) -> Callable:
                 raise ValueError(f"this step was compiled for other arguments: {layout_difference(layout, args)}")
             return build(run(flat))
 
+        made.passthrough = passed[-1]  # for each output tensor, the argument tensor it is (its index), or None
         _for_layout[key] = made
     return made
 
