@@ -438,7 +438,7 @@ class RoutingVectorEnv(VectorEnv):
         step's ``done`` for every node of the mask, ``benchmarks/README.md``). Otherwise :func:`advance` compiled, then
         where sub-envs reset :meth:`_renew_in_place` (``SAME_STEP``'s resets are known only after the step)."""
         size = self._renewal_rows
-        resets = int(resetting.sum()) if mode == AutoresetMode.NEXT_STEP.value else None
+        resets = int(torch.count_nonzero(resetting)) if mode == AutoresetMode.NEXT_STEP.value else None
         if resets == 0:  # nothing to renew (read once here, not again by advance_and_renew)
             state, reward, terminated, truncated, final, infos, obs = self._advance_fn(
                 problem, prev, actions, resetting, returns, elapsed, tours, ended_invalid, mode=mode,
@@ -454,8 +454,8 @@ class RoutingVectorEnv(VectorEnv):
         shared = shared_tensors(prev, self._given, among=self._passed_through)
         fused = self._fused.get(shared)
         if fused is None:
-            import torch._inductor.config  # (loaded already: advance was compiled)
-            with torch._inductor.config.patch(realize_reads_threshold=1):
+            from torch._inductor import config as inductor_config  # (loaded already: advance was compiled)
+            with inductor_config.patch(realize_reads_threshold=1):
                 fused = self._fused[shared] = compiled_for_layout(
                     advance_and_renew_rows, problem, prev, actions, resetting, returns, elapsed, tours, ended_invalid,
                     pool, pool_next, mode=mode, max_episode_steps=max_episode_steps, size=size, shared=shared)
@@ -469,7 +469,7 @@ class RoutingVectorEnv(VectorEnv):
         tensors that the observation last given out or this step's last observation (``SAME_STEP``) hold
         (:func:`shared_tensors`), which it copies. More resets take :func:`renewal`."""
         size = self._renewal_rows
-        if int(rows.sum()) > size:
+        if int(torch.count_nonzero(rows)) > size:
             return renewal(problem, state, rows, returns, elapsed, tours, ended_invalid, pool, pool_next, mode=mode,
                            on_host=on_host)
         last = observation(problem, state) if mode == AutoresetMode.SAME_STEP.value else None
@@ -645,7 +645,7 @@ class RoutingVectorEnv(VectorEnv):
             size = 4 * self.num_envs
             left = size - int(self._pool_next)
             if self._pool is not None and (left >= self.num_envs or self.autoreset_mode == AutoresetMode.NEXT_STEP
-                                           and left >= int(self._needs_reset.sum())):
+                                           and left >= int(torch.count_nonzero(self._needs_reset))):
                 return
         else:
             size = self.num_envs
