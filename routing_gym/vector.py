@@ -662,7 +662,7 @@ class RoutingVectorEnv(VectorEnv):
         if isinstance(actions, Tensor):
             if (actions.dtype == torch.int64 and actions.device == self.device and actions.shape == (self.num_envs,)
                     and actions.is_contiguous()):  # already as the step takes them (a policy's argmax, a sample)
-                return actions.detach()
+                return actions.detach() if actions.requires_grad else actions
             actions = actions.detach()
             integer = not (actions.dtype == torch.bool or actions.is_floating_point() or actions.is_complex())
         else:
