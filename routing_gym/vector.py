@@ -196,16 +196,6 @@ def renew_on_host(state, index: Tensor, pool, pool_next: Tensor):
     return replace_rows(state, index, slice_rows(pool, start, start + len(index)))
 
 
-def flagged_rows(rows: Tensor, size: int) -> Tensor:
-    """(size,) int64: the indices of the rows flagged in ``rows`` (B,) bool, 1 to ``size`` of them, in order, padded
-    by repeating the last. Counted and scattered, which inductor compiles into the step's loops (the same as
-    ``torch.nonzero_static``, a call into ATen that costs 6 µs a step)."""
-    slot = torch.where(rows, torch.cumsum(rows, 0) - 1, size)  # each flagged row's place; the others' a spare one
-    index = torch.full((size + 1,), -1, dtype=torch.long, device=rows.device)
-    index = index.index_put_((slot,), torch.arange(len(rows), device=rows.device))[:size]
-    return torch.where(index < 0, index.amax(), index)
-
-
 def renew_rows(problem, state, rows: Tensor, pool, pool_next: Tensor, returns: Tensor, elapsed: Tensor, tours: Tensor,
                ended_invalid: Tensor, *, size: int, shared: tuple[bool, ...]):
     """The automatic resets of the sub-envs flagged in ``rows`` (B,) bool, at most ``size`` of them, in a form
@@ -215,7 +205,8 @@ def renew_rows(problem, state, rows: Tensor, pool, pool_next: Tensor, returns: T
     written twice with the same values). The state's tensors flagged in ``shared`` (one bool per tensor, in field
     order: those that something given out holds, :func:`shared_tensors`) come as new tensors; the others are
     written in place. Returns ``(state, observation)``."""
-    index = flagged_rows(rows, size)
+    index = torch.nonzero_static(rows, size=size, fill_value=-1).squeeze(1)
+    index = torch.where(index < 0, index.amax(), index)
     count = rows.sum()
     take = pool_next + torch.arange(size, device=rows.device).clamp(max=count - 1)
     pool_next += count

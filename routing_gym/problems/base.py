@@ -608,8 +608,8 @@ def flatten(tree, leaves: list[Tensor]):
 
 def builder(spec) -> Callable:
     """The inverse of :func:`flatten` for one structure ``spec``, made once: a function of the tensors in order (a
-    sequence) that rebuilds the tree. Generated code, one expression (a B = 1024 step's 26 outputs in about 1 µs,
-    against 5 µs through a closure per node)."""
+    sequence) that rebuilds the tree. Generated code, one expression (a step's 16 tensors: 1.2 µs, against 2.7 µs
+    through a closure per node)."""
     names: dict[Any, str] = {}
     taken = 0
 
@@ -639,7 +639,7 @@ def builder(spec) -> Callable:
 
 def reader(spec) -> Callable:
     """:func:`flatten`'s list of tensors for trees of one structure ``spec``, as a function made once (generated
-    code, one list of indexings: 27 tensors of a step in about 1 µs, against 5 µs through :func:`flatten`). It does
+    code, one list of indexings: a step's 16 tensors in 0.5 µs, against 3.6 µs through :func:`flatten`). It does
     not check the structure: a tree of another structure may raise ``IndexError``, ``KeyError`` or ``TypeError``."""
     names: dict[Any, str] = {}
     found: list[str] = []
