@@ -1,6 +1,8 @@
 """Vector env throughput: env steps per second of each contender's own ``step``, side by side.
 
-For each problem at n = 50 (``--num-nodes``) and one torch thread (``--threads``), in one run:
+For each problem at n = 50 (``--num-nodes``) and one torch thread (``--threads``), in one run (by default every
+registered problem that RL4CO also has, :data:`RL4CO_ENVS`: TSP, CVRP, OP, PCTSP, SPCTSP, SDVRP, ATSP, CVRPTW, CVRPMVC,
+PDP, MDCPDP, MTSP, SHPP, SVRP and MTVRP, RouteFinder's mixed variants):
 
 - ``ours torch B=1024 (NEXT_STEP)``: ``gym.make_vec(id, num_envs=1024, vectorization_mode=
   "vector_entry_point", array_type="torch", autoreset_mode="NextStep")``, ``step(tensor)``; a finished
@@ -31,8 +33,9 @@ RL4CO, having no autoreset, does not; the DISABLED row is the like-for-like comp
 
 Actions: the same cheap rule for everyone, computed from the mask the contender returned: the first
 allowed customer, or the depot when no customer is allowed (TSP: the first allowed node), i.e. the
-argmax of ``mask * priority`` with priority 1 for the depot and 2 for the other nodes. (Plain "first
-allowed node" would end every OP episode at its first step, since OP always allows the depot.)
+argmax of ``mask * priority`` with priority 1 for node 0 (the depot, SHPP's start; MDCPDP's other depots count
+as other nodes) and 2 for the other nodes. (Plain "first allowed node" would end every OP episode at its first
+step, since OP always allows the depot.)
 
 Noise control: every contender runs ``--rounds`` timing windows of ``--window`` seconds of timed
 ``step`` calls, interleaved (each contender once per round); the table shows the median over windows
@@ -44,7 +47,7 @@ B = 1 (moonshot 3x).
 
 Usage::
 
-    python benchmarks/env_throughput.py                  # TSP/CVRP/OP/PCTSP at n = 50, 1 thread
+    python benchmarks/env_throughput.py                  # the 15 problems RL4CO also has, n = 50, 1 thread
     python benchmarks/env_throughput.py --problems TSP --rounds 3 --window 0.2 --json throughput.json
     python benchmarks/env_throughput.py --only "DISABLED" "single" "RL4CO"   # contenders whose name has one of these
 """
@@ -64,7 +67,16 @@ import torch
 import routing_gym  # noqa: F401  (registers the routing/ ids)
 from report import machine_line, markdown_table, threads_kept
 
-PROBLEMS = ("TSP", "CVRP", "OP", "PCTSP")
+# every registered problem that RL4CO also has (rl4co.envs): our id's name -> RL4CO's env class and the generator
+# parameters that give it our instances' node count (n = --num-nodes; RL4CO's num_loc counts MTSP's depot and SHPP's
+# start, our n does not) and our default variant
+RL4CO_ENVS = {
+    "TSP": ("TSPEnv", {}), "CVRP": ("CVRPEnv", {}), "OP": ("OPEnv", {"prize_type": "dist"}), "PCTSP": ("PCTSPEnv", {}),
+    "SPCTSP": ("SPCTSPEnv", {}), "SDVRP": ("SDVRPEnv", {}), "ATSP": ("ATSPEnv", {}), "CVRPTW": ("CVRPTWEnv", {}),
+    "CVRPMVC": ("CVRPMVCEnv", {}), "PDP": ("PDPEnv", {}), "MDCPDP": ("MDCPDPEnv", {}), "MTSP": ("MTSPEnv", {"depot": 1}),
+    "SHPP": ("SHPPEnv", {"depot": 1}), "SVRP": ("SVRPEnv", {}), "MTVRP": ("MTVRPEnv", {"variant_preset": "all"}),
+}
+PROBLEMS = tuple(RL4CO_ENVS)
 CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
 clock = CLOCKS["wall"]  # set from --clock in main()
 TARGET_TORCH_VS_RL4CO = 2.0
@@ -180,15 +192,15 @@ class OursSingle:
 
 
 def rl4co_env(problem: str, num_nodes: int, seed: int):
-    """RL4CO's env for the problem with Kool et al.'s generator settings (n customers plus a depot)."""
+    """RL4CO's env for the problem, its generator giving our env's node count (:data:`RL4CO_ENVS`; Kool et al.'s
+    settings for TSP, CVRP, OP and PCTSP)."""
     with threads_kept():
-        from rl4co.envs import CVRPEnv, OPEnv, PCTSPEnv, TSPEnv
+        import rl4co.envs
 
-    cls = {"TSP": TSPEnv, "CVRP": CVRPEnv, "OP": OPEnv, "PCTSP": PCTSPEnv}[problem]
-    params = {"num_loc": num_nodes}
-    if problem == "OP":
-        params["prize_type"] = "dist"
-    return cls(generator_params=params, seed=seed)
+    name, extra = RL4CO_ENVS[problem]
+    params = {key: value for key, value in extra.items() if key != "depot"}
+    params["num_loc"] = num_nodes + extra.get("depot", 0)
+    return getattr(rl4co.envs, name)(generator_params=params, seed=seed)
 
 
 class RL4CO:
