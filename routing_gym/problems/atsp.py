@@ -50,16 +50,24 @@ class ATSPState(NamedTuple):
     mask: Tensor  # (B, N) int8 mask, 1 = allowed
 
 
+CLOSURE_CHUNK = 2**19  # matrix entries closed at a time on the CPU (2 MB of float32: the passes stay in cache)
+
+
 def shortest_path_closure(matrix: Tensor) -> Tensor:
     """(B, N, N) all-pairs shortest-path lengths of the complete digraph ``matrix`` (B, N, N), zero diagonal, by
     Floyd-Warshall: after it, ``d[i, j] <= d[i, k] + d[k, j]`` for all i, j, k (up to rounding). In place on one
     copy: step k leaves row and column k as they are (``d[k, k]`` is 0), so the values are those of a new matrix
-    per step, without the new matrices (B = 1024, N = 50 on one CPU thread: 38 ms against 86)."""
+    per step, without the new matrices; on the CPU a few matrices at a time (:data:`CLOSURE_CHUNK`), whose N
+    passes stay in cache. B = 4096, N = 50 on one CPU thread: 140-160 ms, against 311 in one piece and 2.2 s with
+    a new matrix per step (the same values, bit for bit)."""
     d = matrix.clone()
-    via = torch.empty_like(d)
-    for k in range(d.shape[-1]):
-        torch.add(d[:, :, k:k + 1], d[:, k:k + 1, :], out=via)
-        torch.minimum(d, via, out=d)
+    n = d.shape[-1]
+    rows = max(1, CLOSURE_CHUNK // (n * n)) if d.device.type == "cpu" else max(1, len(d))
+    for part in d.split(rows):
+        via = torch.empty_like(part)
+        for k in range(n):
+            torch.add(part[:, :, k:k + 1], part[:, k:k + 1, :], out=via)
+            torch.minimum(part, via, out=part)
     return d
 
 
