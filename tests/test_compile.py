@@ -12,7 +12,7 @@ import torch._dynamo
 import routing_gym
 from routing_gym.env import eager_step
 from routing_gym.problems import step
-from routing_gym.problems.base import compiled, fixed_layout_step
+from routing_gym.problems.base import compiled, fixed_layout_step, layout_guard
 from routing_gym.vector import advance
 
 pytestmark = pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")),
@@ -119,6 +119,23 @@ def test_single_env__one_compiled_step_per_layout():
     bigger = gym.make("routing/TSP-v0", num_nodes=6, compile=True).unwrapped
     bigger.reset(seed=0)
     assert bigger._step is not env._step  # another layout, its own compiled step
+
+
+def test_layout_guard__says_no_to_another_layout_in_every_mode_it_learns():
+    """The compiled functions' layout check: yes to tensors of the layout it was made from, no to another shape,
+    strides, dtype or count; in inference mode it says no until told the layout holds there too, then yes, and
+    still no to another layout."""
+    made = [torch.zeros(8, 5), torch.zeros(8, dtype=torch.long)]
+    guard = layout_guard(made)
+    same = [torch.ones(8, 5), torch.ones(8, dtype=torch.long)]
+    assert guard(same)
+    others = ([torch.zeros(8, 6), same[1]], [torch.zeros(5, 8).t(), same[1]], [same[0].double(), same[1]], same[:1])
+    assert not any(guard(o) for o in others)
+    with torch.inference_mode():
+        assert not guard(same)
+        guard.learn(same)
+        assert guard(same) and not any(guard(o) for o in others)
+    assert guard(same)
 
 
 def assert_exact(a, b, what):

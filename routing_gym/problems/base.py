@@ -813,8 +813,10 @@ def compiled_for_layout(fn: Callable, problem, *args, **static) -> Callable:
                 flat = read(args)
             except (IndexError, KeyError, TypeError):
                 flat = None
-            if flat is None or guard is not None and not guard(flat) and layout_of(args) != layout:
-                raise ValueError(f"this step was compiled for other arguments: {layout_difference(layout, args)}")
+            if flat is None or guard is not None and not guard(flat):
+                if flat is None or layout_of(args) != layout:
+                    raise ValueError(f"this step was compiled for other arguments: {layout_difference(layout, args)}")
+                guard.learn(flat)  # (the same layout, in another mode: inference mode, say)
             return build(run(flat))
 
         made.passthrough = passed[-1]  # for each output tensor, the argument tensor it is (its index), or None
@@ -836,26 +838,42 @@ def layout_difference(layout: tuple, tree) -> str:
     return "none"
 
 
-def layout_guard(tensors: list[Tensor]) -> Callable[[list[Tensor]], bool] | None:
-    """A check that a list of tensors has the layout of ``tensors`` (the same count, and each one's shape, strides,
-    dtype and device), as one call into C++: dynamo's ``TensorGuards``, about 2 µs for 27 tensors, where inductor's
-    assert of each tensor's shape and strides costs 0.5 µs a tensor. It may also say no where the layout is the same
-    (it checks the grad mode, ``requires_grad`` and that no tensor is given twice), so a caller that hears no
-    compares the layouts itself (:func:`layout_of`). None where this torch has no such check (then inductor's asserts
-    stay: :func:`compiled_for_layout`)."""
-    try:
+class LayoutGuard:
+    """A check that a list of tensors has the layout of the tensors it was made from (the same count, and each one's
+    shape, strides, dtype and device), as one call into C++: dynamo's ``TensorGuards``, about 2 µs for 27 tensors,
+    where inductor's assert of each tensor's shape and strides costs 0.5 µs a tensor. A ``TensorGuards`` also says no
+    where the layout is the same but the thread's mode or a tensor's flags differ from those it was made in
+    (inference mode, ``requires_grad``, a tensor given twice), so a caller that hears no compares the layouts itself
+    (:func:`layout_of`) and, where they are the same, calls :meth:`learn`: the guard then keeps one more
+    ``TensorGuards``, made in that mode (up to :attr:`KEPT`), and says yes there too."""
+
+    KEPT = 4
+
+    def __init__(self, tensors: list[Tensor]):
         from torch._C._dynamo.guards import TensorGuards
-        guards = TensorGuards(*tensors, dynamic_dims_sizes=[list(t.shape) for t in tensors],
-                              dynamic_dims_strides=[list(t.stride()) for t in tensors])
+
+        self._make = lambda flat: TensorGuards(*flat, dynamic_dims_sizes=[list(t.shape) for t in flat],
+                                               dynamic_dims_strides=[list(t.stride()) for t in flat])
+        self._guards = [self._make(tensors)]
+        self._count = len(tensors)
+
+    def __call__(self, flat: list[Tensor]) -> bool:
+        return len(flat) == self._count and any(g.check(*flat) for g in self._guards)
+
+    def learn(self, flat: list[Tensor]) -> None:
+        """Also say yes to tensors as these (of the layout, checked by the caller) in this thread's mode."""
+        if len(self._guards) < self.KEPT:
+            self._guards.append(self._make(flat))
+
+
+def layout_guard(tensors: list[Tensor]) -> LayoutGuard | None:
+    """A :class:`LayoutGuard` of ``tensors``, or None where this torch has no ``TensorGuards`` that checks them as
+    here (then inductor's asserts stay: :func:`compiled_for_layout`)."""
+    try:
+        guard = LayoutGuard(tensors)
     except (ImportError, TypeError, RuntimeError, SystemError):
         return None
-    if not guards.check(*tensors):  # (not a check this torch makes as here)
-        return None
-    count = len(tensors)
-
-    def check(flat: list[Tensor]) -> bool:
-        return len(flat) == count and guards.check(*flat)
-    return check
+    return guard if guard(tensors) else None
 
 
 def fixed_layout_step(problem, state) -> tuple[Any, Callable]:
