@@ -67,14 +67,15 @@ import torch
 import routing_gym  # noqa: F401  (registers the routing/ ids)
 from report import machine_line, markdown_table, threads_kept
 
-# every registered problem that RL4CO also has (rl4co.envs): our id's name -> RL4CO's env class and the generator
-# parameters that give it our instances' node count (n = --num-nodes; RL4CO's num_loc counts MTSP's depot and SHPP's
-# start, our n does not) and our default variant
+# every registered problem that RL4CO also has (rl4co.envs): our id's name -> RL4CO's env class, its generator's
+# parameters for our default variant, and the nodes its num_loc counts beyond our n (MTSP's depot, SHPP's start), so
+# that both envs have the same node count at n = --num-nodes
 RL4CO_ENVS = {
-    "TSP": ("TSPEnv", {}), "CVRP": ("CVRPEnv", {}), "OP": ("OPEnv", {"prize_type": "dist"}), "PCTSP": ("PCTSPEnv", {}),
-    "SPCTSP": ("SPCTSPEnv", {}), "SDVRP": ("SDVRPEnv", {}), "ATSP": ("ATSPEnv", {}), "CVRPTW": ("CVRPTWEnv", {}),
-    "CVRPMVC": ("CVRPMVCEnv", {}), "PDP": ("PDPEnv", {}), "MDCPDP": ("MDCPDPEnv", {}), "MTSP": ("MTSPEnv", {"depot": 1}),
-    "SHPP": ("SHPPEnv", {"depot": 1}), "SVRP": ("SVRPEnv", {}), "MTVRP": ("MTVRPEnv", {"variant_preset": "all"}),
+    "TSP": ("TSPEnv", {}, 0), "CVRP": ("CVRPEnv", {}, 0), "OP": ("OPEnv", {"prize_type": "dist"}, 0),
+    "PCTSP": ("PCTSPEnv", {}, 0), "SPCTSP": ("SPCTSPEnv", {}, 0), "SDVRP": ("SDVRPEnv", {}, 0),
+    "ATSP": ("ATSPEnv", {}, 0), "CVRPTW": ("CVRPTWEnv", {}, 0), "CVRPMVC": ("CVRPMVCEnv", {}, 0),
+    "PDP": ("PDPEnv", {}, 0), "MDCPDP": ("MDCPDPEnv", {}, 0), "MTSP": ("MTSPEnv", {}, 1), "SHPP": ("SHPPEnv", {}, 1),
+    "SVRP": ("SVRPEnv", {}, 0), "MTVRP": ("MTVRPEnv", {"variant_preset": "all"}, 0),
 }
 PROBLEMS = tuple(RL4CO_ENVS)
 CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
@@ -197,10 +198,8 @@ def rl4co_env(problem: str, num_nodes: int, seed: int):
     with threads_kept():
         import rl4co.envs
 
-    name, extra = RL4CO_ENVS[problem]
-    params = {key: value for key, value in extra.items() if key != "depot"}
-    params["num_loc"] = num_nodes + extra.get("depot", 0)
-    return getattr(rl4co.envs, name)(generator_params=params, seed=seed)
+    name, params, counted = RL4CO_ENVS[problem]
+    return getattr(rl4co.envs, name)(generator_params={**params, "num_loc": num_nodes + counted}, seed=seed)
 
 
 class RL4CO:

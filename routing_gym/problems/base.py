@@ -662,23 +662,10 @@ def reader(spec) -> Callable:
 
 def tensors_of(tree) -> list[Tensor]:
     """The tensors of a state (a NamedTuple of tensors and NamedTuples of tensors, its instance), in field order
-    (:func:`flatten`'s, without making the structure)."""
+    (:func:`flatten`)."""
     out: list[Tensor] = []
-    _collect(tree, out)
+    flatten(tree, out)
     return out
-
-
-def _collect(tree, out: list[Tensor]) -> None:
-    if isinstance(tree, Tensor):
-        out.append(tree)
-    elif isinstance(tree, (tuple, list)):
-        for value in tree:
-            _collect(value, out)
-    elif isinstance(tree, dict):
-        for value in tree.values():
-            _collect(value, out)
-    elif tree is not None:
-        raise TypeError(f"cannot flatten a {type(tree).__name__} (tensors, None, dicts, lists and tuples only)")
 
 
 def rebuild(like, tensors: list[Tensor]):
