@@ -1,4 +1,5 @@
-"""Test-wide settings: pygame draws headless; torch uses one intra-op thread. Fixtures: ``kool_weights``."""
+"""Test-wide settings: pygame draws headless; torch uses one intra-op thread; SB3 logs into the session's temporary
+folder. Fixtures: ``kool_weights``."""
 import os
 from pathlib import Path
 
@@ -16,6 +17,20 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def sb3_logs_in_tmp(tmp_path_factory):
+    """SB3's ``learn()`` without a log folder makes a new empty ``SB3-<date>`` folder in the system's temporary
+    folder at every call (``stable_baselines3.common.logger.configure``); the tests point it at one folder of
+    their own (``SB3_LOGDIR``), which pytest cleans up."""
+    before = os.environ.get("SB3_LOGDIR")
+    os.environ["SB3_LOGDIR"] = str(tmp_path_factory.mktemp("sb3"))
+    yield
+    if before is None:
+        os.environ.pop("SB3_LOGDIR", None)
+    else:
+        os.environ["SB3_LOGDIR"] = before
 
 
 KOOL_WEIGHTS_VARIABLE = "ROUTING_GYM_KOOL_WEIGHTS"
