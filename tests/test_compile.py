@@ -138,6 +138,27 @@ def test_layout_guard__says_no_to_another_layout_in_every_mode_it_learns():
     assert guard(same)
 
 
+def test_compiled_for_layout__without_a_layout_guard_still_checks_every_call(monkeypatch):
+    """On a torch whose ``TensorGuards`` is missing or checks otherwise (``layout_guard`` gives None), a function
+    compiled for a layout steps as the eager one, and refuses another layout (a dtype too, which inductor's own
+    asserts do not check) with the same ``ValueError``."""
+    import routing_gym.problems.base as base
+
+    monkeypatch.setattr(base, "layout_guard", lambda tensors: None)
+    monkeypatch.setattr(base, "_for_layout", {})  # compiled afresh, without the guard
+    problem = routing_gym.get_problem("tsp")
+    state, fn = fixed_layout_step(problem, problem.reset(problem.generate(2, 6, generator=torch.Generator().manual_seed(0))))
+    action = torch.tensor([3, 5])
+    new, reward, invalid = fn(problem, state, action)
+    eager, eager_reward, eager_invalid = step(problem, state, action)
+    assert all(torch.equal(a, b) for a, b in zip(base.tensors_of(new), base.tensors_of(eager)))
+    assert torch.equal(reward, eager_reward) and torch.equal(invalid, eager_invalid)
+    with pytest.raises(ValueError, match="tensor 5 has dtype torch.bool"):
+        fn(problem, new._replace(visited=new.visited.bool()), action)
+    with pytest.raises(ValueError, match=r"tensor 5 has shape torch.Size\(\[2, 7\]\)"):
+        fn(problem, new._replace(visited=torch.zeros(2, 7, dtype=torch.int8)), action)
+
+
 def assert_exact(a, b, what):
     """Integers and bools (masks, actions, tours, ends) bitwise equal; floats within an ulp or two: ATen's
     eager float32 ``sqrt`` on the CPU is not always correctly rounded (1 ulp off), inductor's C++ is."""
