@@ -198,8 +198,8 @@ def renew_on_host(state, index: Tensor, pool, pool_next: Tensor):
 
 def listed_rows(rows: Tensor, size: int) -> tuple[int, Tensor | None]:
     """Read on the host (the CPU's renewals): how many rows ``rows`` (B,) bool flags, and where 1 to ``size`` do,
-    their indices in order padded to ``size`` by repeating the last, (size,) int64 (else None). numpy's, 1-2 µs,
-    where ``torch.nonzero_static`` in the compiled renewal cost 7 µs and ``count_nonzero`` 2."""
+    their indices in order padded to ``size`` by repeating the last, (size,) int64 (else None). numpy's, 3 µs with
+    16 of 1,024 rows (1 µs with none), where ``torch.nonzero_static`` in the compiled renewal cost 7 µs."""
     listed = rows.numpy().nonzero()[0]
     count = len(listed)
     if not 0 < count <= size:

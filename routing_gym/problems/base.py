@@ -784,7 +784,7 @@ def compiled_for_layout(fn: Callable, problem, *args, **static) -> Callable:
         with torch.inference_mode(), traced_for_compiler():
             graph = make_fx(torch.func.functionalize(flat_fn, remove="mutations"),
                             decomposition_table=select_decomp_table(), tracing_mode="fake")(*example)
-            with scalar_loops_for_gcc(), inductor_config.patch(size_asserts=guard is None):
+            with scalar_loops_for_gcc(), inductor_config.patch(size_asserts=False):  # (made checks every call)
                 compiled_graph = compile_fx_inner(graph, example)  # called with a list of the arguments, which it empties
         # called once on the copies through inductor's wrapper (its first call ends its caches' bookkeeping); later
         # calls run the compiled code itself, without the wrapper's context managers (7 µs a call)
@@ -860,8 +860,7 @@ class LayoutGuard:
 
 def layout_guard(tensors: list[Tensor]) -> LayoutGuard | None:
     """A :class:`LayoutGuard` of ``tensors``, or None where this torch has no ``TensorGuards`` that checks them as
-    here (then :func:`compiled_for_layout` compares the layouts in Python at every call, 10-20 µs, and keeps
-    inductor's asserts)."""
+    here (then :func:`compiled_for_layout` compares the layouts in Python at every call, 10-20 µs)."""
     try:
         guard = LayoutGuard(tensors)
     except (ImportError, TypeError, RuntimeError, SystemError):
